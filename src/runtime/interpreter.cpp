@@ -1,0 +1,266 @@
+#include "runtime/interpreter.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "symbolic/expr_program.h"
+
+namespace luminal {
+
+Interpreter::Interpreter(Graph graph) : graph_(std::move(graph)) {}
+
+void Interpreter::set_input(const std::string& name, Buffer data) {
+  NodeId id = graph_.find_input(name);
+  const Node& n = graph_.node(id);
+  if (data.shape().size() != n.shape.size())
+    throw Error("input '" + name + "': expected shape " + to_string(n.shape) + " (rank " + std::to_string(n.shape.size()) +
+                "), got " + data.shape_string());
+  inputs_[id] = data.cast(n.dtype);
+}
+
+void Interpreter::set_dim(const std::string& name, int64_t value) {
+  if (value < 0) throw Error("dim '" + name + "': a dynamic dim cannot be negative (got " + std::to_string(value) + ")");
+  explicit_dims_[name] = value;
+}
+
+void Interpreter::bind_dims() {
+  dims_ = explicit_dims_;
+  // Bare dims in input shapes take their value from the buffers.
+  for (auto& [id, buf] : inputs_) {
+    const Node& n = graph_.node(id);
+    for (size_t d = 0; d < n.shape.size(); ++d)
+      if (n.shape[d].kind() == ExprKind::Var && !dims_.count(n.shape[d].name())) dims_[n.shape[d].name()] = buf.shape()[d];
+  }
+  for (const std::string& d : graph_.dims())
+    if (!dims_.count(d))
+      throw Error("dynamic dim '" + d + "' is not bound: call set_dim(\"" + d +
+                  "\", value) or set an input whose shape has it as a dimension");
+  for (NodeId id : graph_.inputs()) {
+    const Node& n = graph_.node(id);
+    auto it = inputs_.find(id);
+    if (it == inputs_.end()) throw Error("input '" + n.name + "' was not set: call set_input(\"" + n.name + "\", buffer)");
+    std::vector<int64_t> want = concrete(n.shape);
+    if (want != it->second.shape())
+      throw Error("input '" + n.name + "': shape mismatch: declared " + to_string(n.shape) + " = " + shape_string(want) +
+                  " with the bound dims, but the buffer has shape " + it->second.shape_string());
+  }
+}
+
+std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const {
+  std::vector<int64_t> r;
+  for (const Expr& e : shape) r.push_back(e.eval(dims_));
+  return r;
+}
+
+namespace {
+
+// Reads a producer's buffer through an edge's view, by logical flat index.
+class Reader {
+ public:
+  Reader(const Buffer& src, const View& view, const DimMap& dims)
+      : src_(src), index_(view.flat_index().index, dims), valid_(view.flat_index().valid, dims),
+        pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {}
+  double operator()(int64_t z) const {
+    if (!always_valid_ && valid_(z) == 0) return pad_;
+    int64_t i = index_(z);
+    LM_ASSERT(i >= 0 && static_cast<size_t>(i) < src_.numel(),
+              "view reads element " + std::to_string(i) + " of a buffer of " + std::to_string(src_.numel()));
+    return src_.get(static_cast<size_t>(i));
+  }
+
+ private:
+  const Buffer& src_;
+  ExprProgram index_, valid_;
+  double pad_;
+  bool always_valid_;
+};
+
+float unary_op(OpKind op, float x) {
+  switch (op) {
+    case OpKind::Exp2: return std::exp2(x);
+    case OpKind::Log2: return std::log2(x);
+    case OpKind::Sin: return std::sin(x);
+    case OpKind::Sqrt: return std::sqrt(x);
+    case OpKind::Recip: return 1.0f / x;
+    default: LM_ASSERT(false, "not a unary op");
+  }
+}
+
+double binary_op(OpKind op, DType t, double a, double b) {
+  b = convert_value(b, t);  // the right operand takes the left's dtype
+  if (op == OpKind::LessThan) return a < b ? 1 : 0;
+  if (is_float(t)) {
+    float x = static_cast<float>(a), y = static_cast<float>(b);
+    switch (op) {
+      case OpKind::Add: return x + y;
+      case OpKind::Mul: return x * y;
+      case OpKind::Mod: return std::fmod(x, y);
+      default: break;
+    }
+  } else if (t == DType::I32) {
+    int32_t x = static_cast<int32_t>(a), y = static_cast<int32_t>(b);
+    switch (op) {
+      case OpKind::Add: return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
+      case OpKind::Mul: return static_cast<int32_t>(static_cast<uint32_t>(x) * static_cast<uint32_t>(y));
+      case OpKind::Mod: return (y == 0 || y == -1) ? 0 : x % y;  // truncated, like C and fmod
+      default: break;
+    }
+  } else {  // bool: add is or, mul is and
+    if (op == OpKind::Add) return (a != 0 || b != 0) ? 1 : 0;
+    if (op == OpKind::Mul) return (a != 0 && b != 0) ? 1 : 0;
+  }
+  LM_ASSERT(false, std::string("unsupported binary op ") + op_name(op) + " on " + dtype_name(t));
+}
+
+}  // namespace
+
+Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
+  Buffer out(n.dtype, concrete(n.shape));
+  const int64_t count = static_cast<int64_t>(out.numel());
+  auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, dims_); };
+  switch (n.op) {
+    case OpKind::Input: LM_ASSERT(false, "inputs are not evaluated");
+    case OpKind::Constant: out.set(0, n.constant); break;
+    case OpKind::Iota: {
+      ExprProgram p(n.iota_expr, dims_);
+      for (int64_t i = 0; i < count; ++i) out.set(i, static_cast<double>(static_cast<int32_t>(p(i))));
+      break;
+    }
+    case OpKind::Output: {
+      Reader r = reader(0);
+      for (int64_t i = 0; i < count; ++i) out.set(i, r(i));
+      break;
+    }
+    case OpKind::Cast: {
+      Reader r = reader(0);
+      for (int64_t i = 0; i < count; ++i) out.set(i, convert_value(r(i), n.dtype));
+      break;
+    }
+    case OpKind::Exp2: case OpKind::Log2: case OpKind::Sin: case OpKind::Sqrt: case OpKind::Recip: {
+      Reader r = reader(0);
+      for (int64_t i = 0; i < count; ++i) out.set(i, unary_op(n.op, static_cast<float>(r(i))));
+      break;
+    }
+    case OpKind::Add: case OpKind::Mul: case OpKind::Mod: case OpKind::LessThan: {
+      Reader a = reader(0), b = reader(1);
+      DType t = graph_.node(n.inputs[0].src).dtype;
+      for (int64_t i = 0; i < count; ++i) out.set(i, binary_op(n.op, t, a(i), b(i)));
+      break;
+    }
+    case OpKind::SumReduce: case OpKind::MaxReduce: {
+      Reader r = reader(0);
+      std::vector<int64_t> shape = concrete(n.inputs[0].view.shape());
+      int64_t len = shape[n.axis], inner = 1;
+      for (size_t d = n.axis + 1; d < shape.size(); ++d) inner *= shape[d];
+      DType t = n.dtype;
+      for (int64_t o = 0; o < count; ++o) {
+        int64_t base = (o / inner) * len * inner + o % inner;
+        if (n.op == OpKind::SumReduce) {
+          float facc = 0.0f;  // float sums accumulate in f32
+          uint32_t iacc = 0;  // i32 sums wrap
+          for (int64_t k = 0; k < len; ++k) {
+            double v = r(base + k * inner);
+            if (is_float(t)) facc += static_cast<float>(v);
+            else iacc += static_cast<uint32_t>(static_cast<int32_t>(v));
+          }
+          out.set(o, is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc)));
+        } else {
+          double m = is_float(t) ? -std::numeric_limits<double>::infinity()
+                     : t == DType::I32 ? std::numeric_limits<int32_t>::min() : 0;
+          for (int64_t k = 0; k < len; ++k) {
+            double v = r(base + k * inner);
+            if (std::isnan(v) || v > m) m = v;
+            if (std::isnan(m)) break;  // NaN propagates
+          }
+          out.set(o, m);
+        }
+      }
+      break;
+    }
+    case OpKind::Gather: {
+      Reader idx = reader(0), data = reader(1);
+      int64_t data_count = 1;
+      for (int64_t d : concrete(n.inputs[1].view.shape())) data_count *= d;
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t k = static_cast<int64_t>(idx(i));
+        out.set(i, (k >= 0 && k < data_count) ? data(k) : 0.0);
+      }
+      break;
+    }
+    case OpKind::Scatter: {
+      Reader dest = reader(0), idx = reader(1), src = reader(2);
+      for (int64_t i = 0; i < count; ++i) out.set(i, dest(i));
+      int64_t src_count = 1;
+      for (int64_t d : concrete(n.inputs[2].view.shape())) src_count *= d;
+      for (int64_t j = 0; j < src_count; ++j) {
+        int64_t k = static_cast<int64_t>(idx(j));
+        if (k >= 0 && k < count) out.set(k, src(j));
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+void Interpreter::run() {
+  bind_dims();
+  outputs_.clear();
+  std::vector<NodeId> order = graph_.topo_order();
+  // Free each intermediate after its last consumer has run.
+  std::vector<int> uses(graph_.size(), 0);
+  for (NodeId id : order)
+    for (const Edge& e : graph_.node(id).inputs) ++uses[e.src];
+  std::map<NodeId, Buffer> live;
+  for (NodeId id : order) {
+    const Node& n = graph_.node(id);
+    if (n.op == OpKind::Input) continue;
+    std::vector<const Buffer*> in;
+    for (const Edge& e : n.inputs) {
+      const Node& src = graph_.node(e.src);
+      in.push_back(src.op == OpKind::Input ? &inputs_.at(e.src) : &live.at(e.src));
+    }
+    Buffer result = eval(n, in);
+    for (const Edge& e : n.inputs)
+      if (--uses[e.src] == 0) live.erase(e.src);
+    if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
+    else live.emplace(id, std::move(result));
+  }
+}
+
+const Buffer& Interpreter::output(const std::string& name) const {
+  auto it = outputs_.find(name);
+  if (it == outputs_.end()) {
+    graph_.find_output(name);  // throws, listing the outputs, if the name is wrong
+    throw Error("output '" + name + "' has not been computed yet: call run() first");
+  }
+  return it->second;
+}
+
+Buffer Interpreter::read_output(const std::string& name, DType as) const { return output(name).cast(as); }
+
+template <class T>
+static constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
+  else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else static_assert(sizeof(T) == 0, "output_as supports float, int32_t and bool");
+}
+
+template <class T>
+std::vector<T> Interpreter::output_as(const std::string& name) const {
+  const Buffer& b = output(name);
+  if (b.dtype() != dtype_of<T>())
+    throw Error("output '" + name + "' is " + dtype_name(b.dtype()) + ", not " + dtype_name(dtype_of<T>()) +
+                "; use read_output(name, dtype) to convert");
+  std::vector<T> r(b.numel());
+  for (size_t i = 0; i < b.numel(); ++i) r[i] = static_cast<T>(b.get(i));
+  return r;
+}
+
+template std::vector<float> Interpreter::output_as<float>(const std::string&) const;
+template std::vector<int32_t> Interpreter::output_as<int32_t>(const std::string&) const;
+template std::vector<bool> Interpreter::output_as<bool>(const std::string&) const;
+
+}  // namespace luminal

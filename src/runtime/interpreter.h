@@ -1,0 +1,47 @@
+#pragma once
+// The reference interpreter: runs any HLIR graph with exact semantics, one element at a time.
+// It is the oracle every other backend is tested against, so it favours clarity over speed.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/buffer.h"
+
+namespace luminal {
+
+class Interpreter {
+ public:
+  explicit Interpreter(Graph graph);
+
+  // Inputs persist across runs (set weights once, run many times). A buffer of another dtype
+  // is converted to the input's dtype. Dims that appear bare in an input's declared shape
+  // are bound from the buffer's shape unless set explicitly.
+  void set_input(const std::string& name, Buffer data);
+  void set_dim(const std::string& name, int64_t value);
+  void run();
+
+  const Buffer& output(const std::string& name) const;      // as computed, in its own dtype
+  Buffer read_output(const std::string& name, DType as) const;  // converted to `as`
+  std::vector<float> output_f32(const std::string& name) const { return read_output(name, DType::F32).to_f32(); }
+  // Raw typed access: T must match the output's dtype exactly (float for f32, int32_t for i32).
+  template <class T>
+  std::vector<T> output_as(const std::string& name) const;
+
+  const Graph& graph() const { return graph_; }
+  const DimMap& dims() const { return dims_; }
+
+ private:
+  void bind_dims();
+  Buffer eval(const Node& n, const std::vector<const Buffer*>& in);
+  std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
+
+  Graph graph_;
+  std::map<NodeId, Buffer> inputs_;
+  std::map<std::string, Buffer> outputs_;
+  DimMap explicit_dims_;
+  DimMap dims_;
+};
+
+}  // namespace luminal
