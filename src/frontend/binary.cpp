@@ -14,7 +14,7 @@ using fe::prim_binary;
 Tensor scalar_like(const Tensor& like, double v) {
   DType t = like.dtype();
   if (!is_float(t) && v != std::trunc(v)) t = DType::F32;
-  if (t == DType::Bool && v != 0 && v != 1) t = DType::I32;
+  if (t == DType::Bool) t = DType::I32;  // torch: True + 1 == 2
   return constant(*like.graph(), v, t);
 }
 
@@ -34,17 +34,54 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return prim_binary(OpKind::Add, x, prim_binary(OpKind::Mul, y, fe::broadcast_to_like(scalar_like(y, -1.0), y)));
 }
 
+// Veltkamp split: hi has the top 12 bits of x, lo the rest, hi + lo == x exactly.
+static std::pair<Tensor, Tensor> split_float(const Tensor& x) {
+  Tensor c = x * 4097.0;
+  Tensor hi = c - (c - x);
+  return {hi, x - hi};
+}
+
 Tensor div(const Tensor& a, const Tensor& b) {
   auto [x, y] = align(a, b, "div");
   DType out = fe::float_of(x.dtype());
-  // a * (1/b) in f32, rounded once to the result dtype.
   Tensor xf = cast(x, DType::F32), yf = cast(y, DType::F32);
-  return cast(prim_binary(OpKind::Mul, xf, fe::prim_unary(OpKind::Recip, yf)), out);
+  // q0 = a * (1/b) can be an ulp off (41/41 would give 0.99999994). One Newton step with the
+  // residual a - q0*b computed exactly (Dekker's product, no FMA needed) rounds it correctly.
+  Tensor r = fe::prim_unary(OpKind::Recip, yf);
+  Tensor q0 = prim_binary(OpKind::Mul, xf, r);
+  auto [qh, ql] = split_float(q0);
+  auto [bh, bl] = split_float(yf);
+  Tensor p = q0 * yf;
+  Tensor err = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;  // q0*b == p + err exactly
+  Tensor q1 = q0 + ((xf - p) - err) * r;
+  // Where the correction overflows or is undefined (inf, NaN, huge operands), keep q0.
+  Tensor ok = logical_not(logical_or(isnan(q1), isinf(q1)));
+  return cast(where(ok, q1, q0), out);
 }
 
 Tensor floor_divide(const Tensor& a, const Tensor& b) {
   auto [x, y] = align(a, b, "floor_divide");
-  return cast(floor(div(x, y)), x.dtype());
+  if (x.dtype() == DType::Bool) throw Error("floor_divide: not defined for bool tensors");
+  if (!is_float(x.dtype())) {
+    // An f32 estimate, refined twice with exact i32 remainders: exact for every i32.
+    Tensor q = cast(floor(div(x, y)), DType::I32);
+    Tensor r = x - q * y;
+    q = q + cast(floor(div(r, y)), DType::I32);
+    r = x - q * y;
+    Tensor zero = scalar_like(x, 0.0);
+    Tensor y_pos = lt(zero, y);
+    // The remainder must lie in [0, y) for y > 0 and in (y, 0] for y < 0.
+    Tensor q_too_big = where(y_pos, lt(r, zero), lt(zero, r));
+    Tensor q_too_small = where(y_pos, logical_not(lt(r, y)), logical_not(lt(y, r)));
+    return q - cast(q_too_big, DType::I32) + cast(q_too_small, DType::I32);
+  }
+  // Python's algorithm: (a - fmod(a, b)) / b is within rounding of an integer.
+  Tensor m = fmod(x, y);
+  Tensor zero = scalar_like(x, 0.0);
+  Tensor q = (x - m) / y;
+  q = where(logical_and(ne(m, zero), ne(lt(y, zero), lt(m, zero))), q - 1.0, q);
+  Tensor fq = floor(q);
+  return where(gt(q - fq, scalar_like(q, 0.5)), fq + 1.0, fq);
 }
 
 Tensor fmod(const Tensor& a, const Tensor& b) {
@@ -94,10 +131,14 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor zero = scalar_like(x, 0.0);
   Tensor negative = lt(x, zero);
   Tensor y_int = eq(trunc(y), y);
-  Tensor y_odd = logical_and(y_int, ne(fmod(y, scalar_like(y, 2.0)), zero));
+  Tensor y_odd = logical_and(logical_and(y_int, ne(fmod(y, scalar_like(y, 2.0)), zero)), logical_not(isinf(y)));
   Tensor r = where(logical_and(negative, y_odd), -mag, mag);
-  r = where(logical_and(negative, logical_not(y_int)), std::numeric_limits<double>::quiet_NaN(), r);
-  r = where(eq(y, zero), 1.0, r);  // x^0 = 1, even for NaN
+  // A negative finite base with a fractional exponent has no real power.
+  r = where(logical_and(logical_and(negative, logical_not(y_int)), logical_not(isinf(x))),
+            std::numeric_limits<double>::quiet_NaN(), r);
+  Tensor one = scalar_like(x, 1.0);
+  r = where(logical_or(eq(y, zero), eq(x, one)), 1.0, r);  // x^0 = 1 and 1^y = 1, even for NaN
+  r = where(logical_and(eq(abs(x), one), isinf(y)), 1.0, r);  // (-1)^inf = 1
   return cast(r, out);
 }
 
@@ -162,7 +203,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Expr n = product(s);
   // Gather from [b..., a...] at i + cond*n: exact for every value, unlike a*c + b*(1-c).
   Tensor values = concat({reshape(broadcast_to(y, s), {n}), reshape(broadcast_to(x, s), {n})}, 0);
-  Tensor c = reshape(broadcast_to(cast(cond, DType::I32), s), {n});
+  Tensor c = reshape(broadcast_to(cast(fe::to_bool(cond), DType::I32), s), {n});
   Tensor idx = prim_binary(OpKind::Add, iota(g, Expr::index(), n),
                            prim_binary(OpKind::Mul, c, fe::broadcast_to_like(reshape(iota(g, n, 1), {}), c)));
   return reshape(Tensor::of(&g, g.gather(idx.edge(), values.edge())), s);

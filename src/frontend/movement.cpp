@@ -151,12 +151,14 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
   if (xs.size() == 1) return cast(xs[0], t);
   Expr total = 0;
   for (const Tensor& x : xs) total = total + x.shape()[a];
-  // Each input padded with zeros to the full length, then summed: x + 0 is exact.
+  // Each input padded to the full length, then summed. Floats pad with -0: x + -0 is x for every
+  // x, including -0 (x + +0 would turn -0 into +0).
+  double zero = is_float(t) ? -0.0 : 0.0;
   std::optional<Tensor> sum;
   Expr offset = 0;
   for (const Tensor& x : xs) {
     Expr len = x.shape()[a];
-    Tensor p = fe::pad_view(cast(x, t), a, offset, total - offset - len, 0.0);
+    Tensor p = fe::pad_view(cast(x, t), a, offset, total - offset - len, zero);
     sum = sum ? fe::prim_binary(OpKind::Add, *sum, p) : p;
     offset = offset + len;
   }

@@ -49,6 +49,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!provably_equal(a.dim(-1), b.dim(-2)))
     throw Error("matmul: shape mismatch: " + to_string(a.shape()) + " @ " + to_string(b.shape()) +
                 " (inner dims " + a.dim(-1).to_string() + " and " + b.dim(-2).to_string() + ")");
+  Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
+  try {
+    fe::broadcast_shapes(batch_a, batch_b, "matmul");
+  } catch (const Error&) {
+    throw Error("matmul: shape mismatch: the batch dims of " + to_string(a.shape()) + " and " + to_string(b.shape()) +
+                " cannot be broadcast together");
+  }
   // [..., m, k, 1] * [..., 1, k, n] summed over k.
   return sum(unsqueeze(a, -1) * unsqueeze(b, -3), {-2});
 }

@@ -38,7 +38,12 @@ Tensor log(const Tensor& x) {
   return in_f32(x, [](const Tensor& v) { return fe::prim_unary(OpKind::Log2, v) * kLn2; });
 }
 Tensor cos(const Tensor& x) {
-  return in_f32(x, [](const Tensor& v) { return fe::prim_unary(OpKind::Sin, v + kPi / 2); });
+  // 1 - 2 sin^2(x/2): x/2 is exact, so this holds for every x (sin(x + pi/2) would round the
+  // shifted argument away for large x, e.g. RoPE angles). Absolute error about 4e-7.
+  return in_f32(x, [](const Tensor& v) {
+    Tensor s = fe::prim_unary(OpKind::Sin, v * 0.5);
+    return 1.0 - s * s * 2.0;
+  });
 }
 Tensor tan(const Tensor& x) {
   return in_f32(x, [](const Tensor& v) { return sin(v) / cos(v); });
@@ -51,15 +56,18 @@ Tensor log1p(const Tensor& x) {
   // Goldberg's trick: with w = 1 + x rounded, log(w) * x / (w - 1) is accurate near 0.
   return in_f32(x, [](const Tensor& v) {
     Tensor w = v + 1.0;
-    Tensor r = where(eq(w, scalar_like(w, 1.0)), v, log(w) * v / (w - 1.0));
+    Tensor r = where(eq(w, scalar_like(w, 1.0)), v, log(w) * (v / (w - 1.0)));  // v/(w-1) ~ 1: no overflow
     return where(lt(v, scalar_like(v, kInf)), r, v);  // +inf (and NaN) map to themselves
   });
 }
 
 Tensor expm1(const Tensor& x) {
+  // Kahan: with u = exp(x) rounded, (u - 1) * x / log(u) cancels u's rounding error.
   return in_f32(x, [](const Tensor& v) {
-    Tensor small = lt(abs(v), scalar_like(v, 1e-5));
-    return where(small, v + v * v * 0.5, exp(v) - 1.0);
+    Tensor u = exp(v);
+    Tensor accurate = (u - 1.0) * (v / log(u));
+    Tensor r = where(lt(abs(v), scalar_like(v, 0.5)), accurate, u - 1.0);
+    return where(eq(u, scalar_like(u, 1.0)), v, r);
   });
 }
 
@@ -77,7 +85,14 @@ Tensor sign(const Tensor& x) {
 
 Tensor abs(const Tensor& x) {
   if (x.dtype() == DType::Bool) return x;
-  return x * sign(x);  // exact: x*1, x*-1, 0; NaN stays NaN
+  Tensor r = x * sign(x);  // exact: x*1, x*-1, 0; NaN stays NaN
+  return is_float(x.dtype()) ? r + 0.0 : r;  // -0 + 0 = +0
+}
+
+// A zero result takes x's sign (floor(-0.5) is -0, as in IEEE): x*0 is a signed zero for the
+// finite x that can round to zero.
+static Tensor keep_zero_sign(const Tensor& r, const Tensor& x) {
+  return where(eq(r, scalar_like(r, 0.0)), x * 0.0, r);
 }
 
 Tensor trunc(const Tensor& x) {
@@ -85,19 +100,19 @@ Tensor trunc(const Tensor& x) {
   // Below 2^23 every float with a fraction has |x| < 2^23; above it all are integers (and
   // fmod(inf, 1) would be NaN).
   Tensor t = x - fmod(x, scalar_like(x, 1.0));
-  return where(lt(abs(x), scalar_like(x, 8388608.0)), t, x);
+  return keep_zero_sign(where(lt(abs(x), scalar_like(x, 8388608.0)), t, x), x);
 }
 
 Tensor floor(const Tensor& x) {
   if (!is_float(x.dtype())) return x;
   Tensor t = trunc(x);
-  return t - cast(lt(x, t), x.dtype());
+  return keep_zero_sign(where(lt(x, t), t - 1.0, t), x);
 }
 
 Tensor ceil(const Tensor& x) {
   if (!is_float(x.dtype())) return x;
   Tensor t = trunc(x);
-  return t + cast(lt(t, x), x.dtype());
+  return keep_zero_sign(where(lt(t, x), t + 1.0, t), x);
 }
 
 Tensor round(const Tensor& x) {
@@ -107,7 +122,7 @@ Tensor round(const Tensor& x) {
   Tensor half = scalar_like(x, 0.5);
   Tensor odd = ne(fmod(f, scalar_like(x, 2.0)), scalar_like(x, 0.0));
   Tensor up = logical_or(gt(d, half), logical_and(eq(d, half), odd));
-  return f + cast(up, x.dtype());
+  return keep_zero_sign(where(up, f + 1.0, f), x);
 }
 
 Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0.0)); }
@@ -127,9 +142,13 @@ Tensor silu(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   // sign(x) * (1 - e) / (1 + e) with e = exp(-2|x|) in (0, 1]: no overflow at either end.
+  // Below |x| = 1/8, 1 - e cancels; the Taylor series there is accurate to ~1e-9.
   return in_f32(x, [](const Tensor& v) {
     Tensor e = exp(abs(v) * -2.0);
-    return sign(v) * ((1.0 - e) / (e + 1.0));
+    Tensor big = sign(v) * ((1.0 - e) / (e + 1.0));
+    Tensor v2 = v * v;
+    Tensor series = v * (1.0 + v2 * (-1.0 / 3 + v2 * (2.0 / 15 + v2 * (-17.0 / 315))));
+    return where(lt(abs(v), scalar_like(v, 0.125)), series, big);
   });
 }
 

@@ -8,7 +8,12 @@
 namespace luminal {
 
 NodeId Graph::add(Node n) {
-  for (const Edge& e : n.inputs) LM_ASSERT(e.src < nodes_.size(), "edge from a node that does not exist");
+  for (const Edge& e : n.inputs) {
+    LM_ASSERT(e.src < nodes_.size(), "edge from a node that does not exist");
+    if (nodes_[e.src].op == OpKind::Output)
+      throw Error(std::string(op_name(n.op)) + ": cannot read Output '" + nodes_[e.src].name +
+                  "'; use the edge that feeds the output instead");
+  }
   nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
@@ -146,6 +151,8 @@ std::vector<std::string> Graph::dims() const {
       for (const ViewLayer& l : e.view.layers()) {
         for (const Expr& d : l.shape) add_expr(d);
         for (const Expr& d : l.strides) add_expr(d);
+        for (const Expr& d : l.mask_lo) add_expr(d);
+        for (const Expr& d : l.mask_hi) add_expr(d);
         add_expr(l.offset);
       }
   }

@@ -26,6 +26,11 @@ void Interpreter::set_dim(const std::string& name, int64_t value) {
 }
 
 void Interpreter::bind_dims() {
+  for (NodeId id : graph_.inputs())
+    if (!inputs_.count(id)) {
+      const std::string& name = graph_.node(id).name;
+      throw Error("input '" + name + "' was not set: call set_input(\"" + name + "\", buffer)");
+    }
   dims_ = explicit_dims_;
   // Bare dims in input shapes take their value from the buffers.
   for (auto& [id, buf] : inputs_) {
@@ -205,8 +210,8 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
 }
 
 void Interpreter::run() {
+  outputs_.clear();  // a failed run leaves no stale results behind
   bind_dims();
-  outputs_.clear();
   std::vector<NodeId> order = graph_.topo_order();
   // Free each intermediate after its last consumer has run.
   std::vector<int> uses(graph_.size(), 0);

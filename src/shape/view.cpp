@@ -208,6 +208,16 @@ View View::unfold(size_t axis, const Expr& size, int64_t step) const {
   return v;
 }
 
+std::optional<View> View::compose(const View& outer) const {
+  if (has_mask() && outer.has_mask() && !outer.can_pad_with(pad_value_)) return std::nullopt;
+  if (is_contiguous()) return outer;  // the flat logical space is the buffer itself
+  if (outer.is_contiguous()) return reshape(outer.shape());
+  View v = *this;
+  v.layers_.insert(v.layers_.end(), outer.layers_.begin(), outer.layers_.end());
+  if (outer.has_mask()) v.pad_value_ = outer.pad_value_;
+  return v;
+}
+
 bool View::has_mask() const {
   for (const ViewLayer& l : layers_)
     if (l.masked()) return true;
@@ -238,8 +248,11 @@ static std::vector<Expr> unflatten(const Expr& flat, const std::vector<Expr>& sh
   std::vector<Expr> coords(shape.size());
   Expr inner = 1;
   for (size_t d = shape.size(); d-- > 0;) {
-    coords[d] = d == 0 ? flat / inner : (flat / inner) % shape[d];
-    inner = inner * shape[d];
+    // A size-0 dim of a lower layer is only reached through padding (every read there is
+    // invalid); divide by 1 instead so the unused index stays defined.
+    Expr size = shape[d].is_const(0) ? Expr(1) : shape[d];
+    coords[d] = d == 0 ? flat / inner : (flat / inner) % size;
+    inner = inner * size;
   }
   return coords;
 }

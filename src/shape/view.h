@@ -8,6 +8,7 @@
 // indexes the buffer. Most views are one layer; a reshape that cannot be expressed on the top
 // layer's strides (e.g. merging a sliced dim) pushes a new contiguous layer instead of copying.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,10 @@ class View {
   // Sliding windows (torch.Tensor.unfold): axis becomes the window count and a new last dim
   // of length `size` walks inside each window.
   View unfold(size_t axis, const Expr& size, int64_t step) const;
+
+  // The view that reads through `this` and then through `outer` (outer indexes this view's
+  // logical shape). nullopt when both pad with different values.
+  std::optional<View> compose(const View& outer) const;
 
   bool is_contiguous() const;  // reads the whole buffer in order, no mask, no offset
   bool has_mask() const;

@@ -58,9 +58,21 @@ View reshape_view(const View& v, const std::vector<Expr>& shape) {
   const ViewLayer& t = v.layers_.back();
   std::vector<Expr> strides;
   if (!t.masked()) {
+    // Merge stride-compatible neighbours first, so [2, 3] -> [3, 2] regroups one run of 6.
     std::vector<Dim> old;
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      if (!t.shape[d].is_const(1)) old.push_back({t.shape[d], t.strides[d]});
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d].is_const(1)) continue;
+      Dim cur{t.shape[d], t.strides[d]};
+      if (!old.empty()) {
+        Dim& prev = old.back();
+        bool both_broadcast = prev.stride.is_const(0) && cur.stride.is_const(0);
+        if (both_broadcast || provably_equal(prev.stride, cur.stride * cur.size)) {
+          prev = {prev.size * cur.size, cur.stride};
+          continue;
+        }
+      }
+      old.push_back(cur);
+    }
     if (restride(old, shape, strides)) {
       View r = v;
       ViewLayer& nt = r.layers_.back();

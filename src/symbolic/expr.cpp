@@ -109,9 +109,15 @@ Expr::Expr(int64_t v) : node_(intern_expr(ExprKind::Const, v, "", nullptr, nullp
 Expr Expr::var(std::string_view name) {
   bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-  if (!ok || name == "z")
+  static const char* reserved[] = {"z", "int", "long", "char", "float", "double", "short", "unsigned", "signed",
+                                   "void", "if", "else", "for", "while", "do", "return", "const", "static",
+                                   "struct", "union", "enum", "switch", "case", "default", "break", "continue",
+                                   "goto", "sizeof", "auto", "register", "extern", "volatile", "inline", "bool"};
+  for (const char* r : reserved) ok = ok && name != r;
+  if (!ok || name.substr(0, 3) == "lm_")
     throw Error("invalid dim name '" + std::string(name) +
-                "': use a C identifier (letters, digits, _) other than 'z', which is the index variable");
+                "': use a C identifier (letters, digits, _) that is not a C keyword, does not start with lm_, "
+                "and is not 'z' (the index variable)");
   return intern_expr(ExprKind::Var, 0, name, nullptr, nullptr);
 }
 

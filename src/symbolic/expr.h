@@ -67,7 +67,7 @@ class Expr {
   bool uses_index() const;
   std::vector<std::string> dims() const;  // names of the dims used, sorted
 
-  std::string to_string() const;  // readable: (s*4+z)//2
+  std::string to_string() const;  // readable: (4*s + z) // 2
   // C / CUDA source: int64 arithmetic with floor semantics. Dims print as their names, the index
   // variable as `index_name`. Needs the helper functions of c_prelude() unless every division is
   // provably on non-negative operands, in which case plain `/` and `%` are emitted.

@@ -46,7 +46,8 @@ std::string text(const Expr& e, int parent_prec) {
       int p = precedence(k);
       std::string op = expr_kind_name(k);
       std::string sep = (k == ExprKind::Mul) ? op : " " + op + " ";
-      s = text(e.lhs(), p) + sep + text(e.rhs(), p + 1);
+      bool compare = k == ExprKind::Lt || k == ExprKind::Ge;  // never print a chain like a < b < c
+      s = text(e.lhs(), compare ? p + 1 : p) + sep + text(e.rhs(), p + 1);
       break;
     }
   }

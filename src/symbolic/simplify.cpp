@@ -262,7 +262,7 @@ Expr simplify_mod(const Expr& a, const Expr& b) {
         r.add(m, c);
       }
     }
-    r.c = floor_mod_i(l.c, k);
+    r.c += floor_mod_i(l.c, k);  // += : a dropped inner mod may have contributed a constant
     Expr rest = from_lin(r);
     if (dropped_inner_mod) return rest % b;
     if (within(rest, 0, k - 1)) return rest;

@@ -34,9 +34,13 @@ TEST(ViewMovement, PermuteEveryPermutationOfRank3And4) {
 }
 
 TEST(ViewMovement, PermuteTwiceComposes) {
-  Twin t = Twin::arange({2, 3, 4}).permute({2, 0, 1}).permute({1, 2, 0});
+  Twin t = Twin::arange({2, 3, 4}).permute({2, 0, 1}).permute({0, 2, 1});  // = permute({2, 1, 0})
   EXPECT_TRUE(matches(t));
   EXPECT_FALSE(t.v.is_contiguous());
+  EXPECT_EQ(t.v, View::contiguous({2, 3, 4}).permute({2, 1, 0}));
+  Twin identity = Twin::arange({2, 3, 4}).permute({2, 0, 1}).permute({1, 2, 0});
+  EXPECT_TRUE(matches(identity));
+  EXPECT_EQ(identity.v, View::contiguous({2, 3, 4}));
   Twin back = Twin::arange({2, 3, 4}).permute({2, 0, 1}).permute({1, 2, 0}).permute({0, 2, 1}).permute({0, 2, 1});
   EXPECT_TRUE(matches(back));
 }

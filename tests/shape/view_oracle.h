@@ -201,10 +201,16 @@ struct Oracle {
   }
 };
 
-// Checks a view against the oracle for every logical element, through both flat_index() and
+// Which index expressions view_matches evaluates.
+enum class Via {
+  kBoth,    // flat_index() (symbolic in the index variable, so simplified) and index(coords)
+  kCoords,  // only index(coords) with constant coords: the View's arithmetic, folded to constants
+};
+
+// Checks a view against the oracle for every logical element, through flat_index() and/or
 // index(coords). `checked` (if given) is increased by the number of elements compared.
 inline ::testing::AssertionResult view_matches(const View& v, const Oracle& o, const DimMap& dims = {},
-                                               int64_t* checked = nullptr) {
+                                               int64_t* checked = nullptr, Via via = Via::kBoth) {
   auto fail = [&](const std::string& why) {
     return ::testing::AssertionFailure() << why << "\n  view:   " << v.to_string()
                                          << "\n  oracle shape: " << str(o.shape);
@@ -223,7 +229,7 @@ inline ::testing::AssertionResult view_matches(const View& v, const Oracle& o, c
   if (o.has_padding() && v.pad_value() != o.pad_value)
     return fail("pad value " + std::to_string(v.pad_value()) + " != " + std::to_string(o.pad_value));
 
-  luminal::IndexExprs flat = v.flat_index();
+  luminal::IndexExprs flat = via == Via::kBoth ? v.flat_index() : luminal::IndexExprs{0, 0};
   for (int64_t i = 0; i < numel_of(o.shape); ++i) {
     Shape c = unravel(i, o.shape);
     int64_t want = o.data[i];
@@ -231,27 +237,33 @@ inline ::testing::AssertionResult view_matches(const View& v, const Oracle& o, c
     at << "element " << i << " " << str(c) << " (oracle " << (want == kPad ? "pad" : std::to_string(want)) << ")";
     try {
       luminal::IndexExprs byc = v.index(exprs(c));
-      struct {
+      struct Got {
         const char* how;
+        const luminal::IndexExprs& e;
         int64_t valid, index;
-      } got[2] = {{"flat_index()", flat.valid.eval(dims, i), 0}, {"index(coords)", byc.valid.eval(dims), 0}};
-      if (got[0].valid) got[0].index = flat.index.eval(dims, i);
-      if (got[1].valid) got[1].index = byc.index.eval(dims);
-      for (auto& g : got) {
+      };
+      std::vector<Got> got;
+      if (via == Via::kBoth) got.push_back({"flat_index()", flat, flat.valid.eval(dims, i), 0});
+      got.push_back({"index(coords)", byc, byc.valid.eval(dims), 0});
+      if (via == Via::kBoth && got[0].valid) got[0].index = flat.index.eval(dims, i);
+      if (got.back().valid) got.back().index = byc.index.eval(dims);
+      for (const Got& g : got) {
+        std::string valid_expr = "\n  valid expr: " + g.e.valid.to_string();
         if (g.valid != 0 && g.valid != 1)
-          return fail(at.str() + ": " + g.how + " valid = " + std::to_string(g.valid) + " (not 0/1)");
+          return fail(at.str() + ": " + g.how + " valid = " + std::to_string(g.valid) + " (not 0/1)" + valid_expr);
         if (want == kPad && g.valid)
-          return fail(at.str() + ": " + g.how + " says valid (index " + std::to_string(g.index) + "), oracle says pad" +
-                      "\n  valid expr: " + flat.valid.to_string());
-        if (want != kPad && !g.valid)
-          return fail(at.str() + ": " + g.how + " says invalid" + "\n  valid expr: " + flat.valid.to_string());
+          return fail(at.str() + ": " + g.how + " says valid (index " + std::to_string(g.index) +
+                      "), oracle says pad" + valid_expr);
+        if (want != kPad && !g.valid) return fail(at.str() + ": " + g.how + " says invalid" + valid_expr);
         if (want != kPad && g.index != want)
           return fail(at.str() + ": " + g.how + " index = " + std::to_string(g.index) +
-                      "\n  index expr: " + flat.index.to_string());
+                      "\n  index expr: " + g.e.index.to_string());
       }
     } catch (const std::exception& e) {
-      return fail(at.str() + ": evaluation threw: " + e.what() + "\n  index expr: " + flat.index.to_string() +
-                  "\n  valid expr: " + flat.valid.to_string());
+      return fail(at.str() + ": evaluation threw: " + e.what() +
+                  (via == Via::kBoth ? "\n  flat index expr: " + flat.index.to_string() +
+                                           "\n  flat valid expr: " + flat.valid.to_string()
+                                     : std::string()));
     }
     if (checked) ++*checked;
   }
@@ -281,11 +293,11 @@ struct Twin {
   Twin unfold(size_t a, int64_t size, int64_t step) const { return {v.unfold(a, size, step), o.unfold(a, size, step)}; }
 };
 
-inline ::testing::AssertionResult matches(const Twin& t, int64_t* checked = nullptr) {
-  return view_matches(t.v, t.o, {}, checked);
+inline ::testing::AssertionResult matches(const Twin& t, int64_t* checked = nullptr, Via via = Via::kBoth) {
+  return view_matches(t.v, t.o, {}, checked, via);
 }
 
-// Runs `body` with err set to the message of the luminal::Error it throws; fails otherwise.
+// Succeeds when `body` throws luminal::Error (its message goes to *message); fails otherwise.
 template <typename F>
 ::testing::AssertionResult throws_error(F&& body, std::string* message = nullptr) {
   try {

@@ -39,9 +39,12 @@ struct Failures {
 Expr rename_raw(const Expr& e, const std::string& tag) {
   switch (e.kind()) {
     case ExprKind::Const:
-    case ExprKind::Index: return e;
-    case ExprKind::Var: return Expr::var(e.name() + "_" + tag);
-    default: return Expr::raw(e.kind(), rename_raw(e.lhs(), tag), rename_raw(e.rhs(), tag));
+    case ExprKind::Index:
+      return e;
+    case ExprKind::Var:
+      return Expr::var(e.name() + "_" + tag);
+    default:
+      return Expr::raw(e.kind(), rename_raw(e.lhs(), tag), rename_raw(e.rhs(), tag));
   }
 }
 
@@ -50,8 +53,10 @@ Expr shuffle_commutative(const Expr& e, std::mt19937& rng) {
   switch (e.kind()) {
     case ExprKind::Const:
     case ExprKind::Var:
-    case ExprKind::Index: return e;
-    default: break;
+    case ExprKind::Index:
+      return e;
+    default:
+      break;
   }
   Expr a = shuffle_commutative(e.lhs(), rng), b = shuffle_commutative(e.rhs(), rng);
   if (is_commutative(e.kind()) && (rng() & 1)) std::swap(a, b);
@@ -62,13 +67,14 @@ std::string ctx(const Expr& e, const Expr& s, const DimMap& dims, int64_t z) {
   return "expr " + e.to_string() + "  simplified " + s.to_string() + "  at " + dims_to_string(dims, z);
 }
 
-}  // namespace
-
-TEST(ExprRandom, SimplifyPreservesValuesAgainstReference) {
-  RandomExprGen gen(20240611u, {"a", "b", "c"});
-  Failures fail;
-  int compared = 0, skipped_div0 = 0, skipped_overflow = 0, div0_agreed = 0;
-  for (int i = 0; i < kExprs; ++i) {
+// Walks n_exprs random raw expressions and kPointsPerExpr random points each (dims 0..20, z 0..50),
+// and wherever the reference value is defined (no zero divisor, no overflow) compares
+// check(e, simplified e, dims, z) with it. Returns the number of such points; failures go to `fail`.
+template <class F>
+int for_each_defined_point(uint32_t seed, int n_exprs, Failures& fail, F&& check) {
+  RandomExprGen gen(seed, {"a", "b", "c"});
+  int defined = 0;
+  for (int i = 0; i < n_exprs; ++i) {
     Expr e = gen.gen(kDepth);
     Expr s;
     try {
@@ -81,57 +87,107 @@ TEST(ExprRandom, SimplifyPreservesValuesAgainstReference) {
       DimMap dims = gen.dims(20);
       int64_t z = gen.uniform(0, 50);
       RefResult ref = ref_eval(e, dims, z);
-      if (ref.overflow) {
-        ++skipped_overflow;
-        continue;
-      }
-      // The raw tree evaluated by the library against the reference.
-      std::optional<int64_t> raw;
+      if (!ref.ok()) continue;
+      ++defined;
+      int64_t want = static_cast<int64_t>(ref.value);
       try {
-        raw = e.eval(dims, z);
+        int64_t got = check(e, s, dims, z);
+        if (got != want)
+          fail.add("got " + std::to_string(got) + ", want " + std::to_string(want) + ": " +
+                   ctx(e, s, dims, z));
+      } catch (const std::exception& ex) {
+        fail.add("threw '" + std::string(ex.what()) + "', want " + std::to_string(want) + ": " +
+                 ctx(e, s, dims, z));
+      }
+    }
+  }
+  return defined;
+}
+
+// About 87% of the points are defined; these floors guard against a degenerate generator.
+constexpr int kMinDefinedPoints = 50000;  // of kExprs * kPointsPerExpr = 80000
+// Binding dims builds fresh nodes for every point, which is slower: fewer expressions there.
+constexpr int kBindingExprs = 8000;
+constexpr int kMinBindingPoints = 20000;  // of 32000
+
+}  // namespace
+
+TEST(ExprRandom, RawEvalMatchesReferenceIncludingDivisionByZero) {
+  RandomExprGen gen(99u, {"a", "b", "c"});
+  Failures fail;
+  int compared = 0, div0 = 0;
+  for (int i = 0; i < kExprs; ++i) {
+    Expr e = gen.gen(kDepth);
+    for (int p = 0; p < kPointsPerExpr; ++p) {
+      DimMap dims = gen.dims(20);
+      int64_t z = gen.uniform(0, 50);
+      RefResult ref = ref_eval(e, dims, z);
+      if (ref.overflow) continue;
+      std::optional<int64_t> got;
+      try {
+        got = e.eval(dims, z);
       } catch (const Error&) {
       }
+      std::string at = e.to_string() + " at " + dims_to_string(dims, z);
       if (ref.div_by_zero) {
-        ++skipped_div0;
-        if (raw) fail.add("eval() gave " + std::to_string(*raw) + " despite a zero divisor: " + ctx(e, s, dims, z));
-        else ++div0_agreed;
-        continue;
+        ++div0;
+        if (got) fail.add("eval() gave " + std::to_string(*got) + " despite a zero divisor: " + at);
+      } else {
+        ++compared;
+        if (!got || *got != static_cast<int64_t>(ref.value))
+          fail.add("eval() " + (got ? std::to_string(*got) : std::string("threw")) + " != reference " +
+                   std::to_string(static_cast<int64_t>(ref.value)) + ": " + at);
       }
-      int64_t want = static_cast<int64_t>(ref.value);
-      if (!raw || *raw != want) {
-        fail.add("eval() " + (raw ? std::to_string(*raw) : std::string("threw")) + " != reference " +
-                 std::to_string(want) + ": " + ctx(e, s, dims, z));
-        continue;
-      }
-      // Everything derived from the expression must agree with it.
-      auto check = [&](const char* what, auto&& f) {
-        try {
-          int64_t got = f();
-          if (got != want)
-            fail.add(std::string(what) + " gave " + std::to_string(got) + ", want " + std::to_string(want) + ": " +
-                     ctx(e, s, dims, z));
-        } catch (const std::exception& ex) {
-          fail.add(std::string(what) + " threw '" + ex.what() + "', want " + std::to_string(want) + ": " +
-                   ctx(e, s, dims, z));
-        }
-      };
-      check("simplify().eval()", [&] { return s.eval(dims, z); });
-      check("ExprProgram(raw)", [&] { return ExprProgram(e, dims)(z); });
-      check("ExprProgram(simplified)", [&] { return ExprProgram(s, dims)(z); });
-      check("substitute(all dims)+substitute_index", [&] {
+    }
+  }
+  std::cout << "[ random ] " << compared << " values compared, " << div0 << " zero-divisor points\n";
+  EXPECT_EQ(fail.count, 0) << fail.report();
+  EXPECT_GE(compared, kMinDefinedPoints);
+  EXPECT_GE(div0, 1000);  // the error path is exercised too
+}
+
+TEST(ExprRandom, SimplifyPreservesValues) {
+  Failures fail;
+  int n = for_each_defined_point(
+      20240611u, kExprs, fail,
+      [](const Expr&, const Expr& s, const DimMap& d, int64_t z) { return s.eval(d, z); });
+  std::cout << "[ random ] " << n << " points compared\n";
+  EXPECT_EQ(fail.count, 0) << fail.report();
+  EXPECT_GE(n, kMinDefinedPoints);
+}
+
+// Regression (simplify_mod, see ExprIdentities.ModuloOfModuloKeepsTheConstant):
+// binding dims to constants creates ((x + c) % k) % k, which loses c. Fails at e.g.
+// (z + min(-3, c)) // 16 % b % 2 with b=2, c=19, z=6: want 0, ExprProgram gives 1.
+// Re-enable when fixed.
+TEST(ExprRandom, ExprProgramMatchesReference) {
+  Failures fail;
+  int n = for_each_defined_point(
+      20240612u, kBindingExprs, fail, [](const Expr& e, const Expr& s, const DimMap& d, int64_t z) {
+        int64_t from_raw = ExprProgram(e, d)(z);
+        int64_t from_simplified = ExprProgram(s, d)(z);
+        if (from_raw != from_simplified)
+          throw std::runtime_error("ExprProgram(raw) " + std::to_string(from_raw) +
+                                   " != ExprProgram(simplified) " + std::to_string(from_simplified));
+        return from_raw;
+      });
+  EXPECT_EQ(fail.count, 0) << fail.report();
+  EXPECT_GE(n, kMinBindingPoints);
+}
+
+// Regression: same cause as ExprProgramMatchesReference.
+TEST(ExprRandom, SubstitutingEveryDimAndTheIndexFoldsToTheValue) {
+  Failures fail;
+  int n = for_each_defined_point(
+      20240613u, kBindingExprs, fail, [](const Expr& e, const Expr&, const DimMap& d, int64_t z) {
         std::map<std::string, Expr> bind;
-        for (auto& [k, v] : dims) bind.emplace(k, Expr(v));
+        for (auto& [k, v] : d) bind.emplace(k, Expr(v));
         Expr folded = e.substitute(bind).substitute_index(Expr(z));
         if (!folded.is_const()) throw std::runtime_error("did not fold to a constant: " + folded.to_string());
         return folded.value();
       });
-      ++compared;
-    }
-  }
-  std::cout << "[ random ] compared " << compared << " points, skipped " << skipped_div0
-            << " (zero divisor, eval threw in " << div0_agreed << "), " << skipped_overflow << " (overflow)\n";
   EXPECT_EQ(fail.count, 0) << fail.report();
-  EXPECT_GE(compared, 30000) << "too few successful comparisons: the generator is broken";
+  EXPECT_GE(n, kMinBindingPoints);
 }
 
 TEST(ExprRandom, SimplifyIsIdempotent) {
@@ -140,7 +196,8 @@ TEST(ExprRandom, SimplifyIsIdempotent) {
   for (int i = 0; i < 5000; ++i) {
     Expr e = gen.gen(kDepth);
     Expr s = e.simplify();
-    if (s.simplify() != s) fail.add(e.to_string() + " -> " + s.to_string() + " -> " + s.simplify().to_string());
+    if (s.simplify() != s)
+      fail.add(e.to_string() + " -> " + s.to_string() + " -> " + s.simplify().to_string());
     // simplify() memoises "already simple" on its result, which would hide a non-fixpoint. A copy
     // with renamed dims has no memo, so simplifying it re-runs every rule on the simplified form.
     Expr fresh = rename_raw(s, "r" + std::to_string(i));

@@ -3,11 +3,17 @@
 // seeded generator of random (unsimplified) expressions.
 #include <algorithm>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "symbolic/expr.h"
+
+namespace luminal {
+// gtest prints failing Expr values as text instead of raw bytes.
+inline void PrintTo(const Expr& e, std::ostream* os) { *os << e.to_string(); }
+}  // namespace luminal
 
 namespace luminal::testing {
 

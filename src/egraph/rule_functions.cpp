@@ -1,0 +1,123 @@
+// The guards and attribute builders that rule files can name.
+#include <cmath>
+
+#include "core/error.h"
+#include "egraph/rules.h"
+
+namespace luminal {
+namespace {
+
+const Attr& attr_arg(const MatchContext& m, const Arg& a) {
+  LM_ASSERT(a.kind == Arg::Var && m.subst[a.var].is_attr, "expected an attribute variable");
+  return m.g.attrs().get(m.subst[a.var].id);
+}
+
+ClassId class_arg(const MatchContext& m, const Arg& a) {
+  LM_ASSERT(a.kind == Arg::Var && !m.subst[a.var].is_attr, "expected a class variable");
+  return m.g.find(m.subst[a.var].id);
+}
+
+const View& view_arg(const MatchContext& m, const Arg& a) {
+  const Attr& at = attr_arg(m, a);
+  LM_ASSERT(at.view.has_value(), "expected a View attribute");
+  return *at.view;
+}
+
+bool same_shape(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!provably_equal(a[i], b[i])) return false;
+  return true;
+}
+
+// Folds f32 math the way the interpreter computes it.
+BuilderFn fold1(float (*f)(float)) {
+  return [f](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    Attr r;
+    r.number = f(static_cast<float>(attr_arg(m, a[0]).number));
+    return r;
+  };
+}
+
+BuilderFn fold2(float (*f)(float, float)) {
+  return [f](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    Attr r;
+    r.number = f(static_cast<float>(attr_arg(m, a[0]).number), static_cast<float>(attr_arg(m, a[1]).number));
+    return r;
+  };
+}
+
+}  // namespace
+
+RuleFunctions::RuleFunctions() {
+  add_guard("contiguous", 1, [](const MatchContext& m, const std::vector<Arg>& a) { return view_arg(m, a[0]).is_contiguous(); });
+  add_guard("unmasked", 1, [](const MatchContext& m, const std::vector<Arg>& a) { return !view_arg(m, a[0]).has_mask(); });
+  // The view reads a whole class in order with the class's own shape: View[v](x) is x.
+  add_guard("identity_view", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const View& v = view_arg(m, a[0]);
+    return v.is_contiguous() && same_shape(v.shape(), m.g.info(class_arg(m, a[1])).shape);
+  });
+  add_guard("dtype_is", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return m.g.info(class_arg(m, a[0])).dtype == dtype_from_name(a[1].name);
+  });
+  add_guard("is_float", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return is_float(m.g.info(class_arg(m, a[0])).dtype);
+  });
+  add_guard("same_shape", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return same_shape(m.g.info(class_arg(m, a[0])).shape, m.g.info(class_arg(m, a[1])).shape);
+  });
+  add_guard("same_dtype", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return m.g.info(class_arg(m, a[0])).dtype == m.g.info(class_arg(m, a[1])).dtype;
+  });
+  add_guard("num_is", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return attr_arg(m, a[0]).number == a[1].number;
+  });
+  add_guard("root_shape_of", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return same_shape(m.g.info(m.root).shape, m.g.info(class_arg(m, a[0])).shape);
+  });
+
+  add_builder("compose", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    std::optional<View> v = view_arg(m, a[0]).compose(view_arg(m, a[1]));
+    if (!v) return std::nullopt;
+    Attr r;
+    r.view = *v;
+    return r;
+  });
+  add_builder("fold_add", 2, fold2([](float x, float y) { return x + y; }));
+  add_builder("fold_mul", 2, fold2([](float x, float y) { return x * y; }));
+  add_builder("fold_recip", 1, fold1([](float x) { return 1.0f / x; }));
+  add_builder("fold_exp2", 1, fold1([](float x) { return std::exp2(x); }));
+  add_builder("fold_log2", 1, fold1([](float x) { return std::log2(x); }));
+  add_builder("fold_sqrt", 1, fold1([](float x) { return std::sqrt(x); }));
+  add_builder("fold_sin", 1, fold1([](float x) { return std::sin(x); }));
+}
+
+void RuleFunctions::add_guard(const std::string& name, int arity, GuardFn fn) { guards_[name] = {arity, std::move(fn)}; }
+void RuleFunctions::add_builder(const std::string& name, int arity, BuilderFn fn) { builders_[name] = {arity, std::move(fn)}; }
+
+const GuardFn* RuleFunctions::guard(const std::string& name) const {
+  auto it = guards_.find(name);
+  return it == guards_.end() ? nullptr : &it->second.second;
+}
+const BuilderFn* RuleFunctions::builder(const std::string& name) const {
+  auto it = builders_.find(name);
+  return it == builders_.end() ? nullptr : &it->second.second;
+}
+int RuleFunctions::guard_arity(const std::string& name) const {
+  auto it = guards_.find(name);
+  return it == guards_.end() ? -2 : it->second.first;
+}
+int RuleFunctions::builder_arity(const std::string& name) const {
+  auto it = builders_.find(name);
+  return it == builders_.end() ? -2 : it->second.first;
+}
+
+static std::string keys(const auto& m) {
+  std::string s;
+  for (const auto& [k, v] : m) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+std::string RuleFunctions::guard_names() const { return keys(guards_); }
+std::string RuleFunctions::builder_names() const { return keys(builders_); }
+
+}  // namespace luminal
