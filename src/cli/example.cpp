@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "compiler/compile.h"
 #include "core/error.h"
 #include "frontend/ops.h"
 #include "runtime/interpreter.h"
@@ -29,7 +30,7 @@ int run_example(int argc, char** argv) {
       std::cout << "usage: luminal example [--dump] [--dot FILE]\n"
                    "  Builds a 2-layer MLP (4 -> 8 -> 3, GELU, softmax) over a dynamic batch 'batch',\n"
                    "  compiles it and runs it on the reference runtime for batch sizes 2 and 3.\n"
-                   "  --dump      print the HLIR graph\n"
+                   "  --dump      print the rule statistics and the compiled plan\n"
                    "  --dot FILE  write the graph as Graphviz\n";
       return 0;
     } else {
@@ -46,18 +47,17 @@ int run_example(int argc, char** argv) {
   Tensor h = gelu(linear(x, w1, b1));
   softmax(linear(h, w2, std::nullopt), -1).output("probs");
 
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<NodeId> remap = g.remove_dead();  // "compile": today, pruning for the reference runtime
-  Interpreter rt(g);
-  auto t1 = std::chrono::steady_clock::now();
-  std::printf("graph: %zu primitive nodes (compiled in %.2f ms)\n", g.size(),
-              std::chrono::duration<double, std::milli>(t1 - t0).count());
-  (void)remap;
-  if (dump) std::cout << g.dump();
+  CompileResult compiled = compile(g);
+  std::printf("graph: %zu primitive nodes -> plan of %zu nodes (compiled in %.1f ms)\n", compiled.graph_nodes,
+              compiled.plan_nodes, compiled.compile_ms);
+  if (dump) {
+    std::cout << compiled.report.to_string() << "plan:\n" << compiled.plan.dump();
+  }
   if (!dot_path.empty()) {
-    std::ofstream(dot_path) << g.to_dot();
+    std::ofstream(dot_path) << compiled.plan.to_dot();
     std::printf("wrote %s\n", dot_path.c_str());
   }
+  Interpreter rt(compiled.plan);
 
   rt.set_input("w1", Buffer::f32(ramp(32, 0.1f, -0.5f), {8, 4}));
   rt.set_input("b1", Buffer::f32(ramp(8, 0.05f, 0.0f), {8}));

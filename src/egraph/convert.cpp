@@ -1,5 +1,7 @@
 #include "egraph/convert.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace luminal {
@@ -25,10 +27,19 @@ static bool same_shape(const std::vector<Expr>& a, const std::vector<Expr>& b) {
   return true;
 }
 
+std::vector<ClassId> Seeded::roots() const {
+  std::vector<ClassId> r = inputs;
+  r.insert(r.end(), outputs.begin(), outputs.end());
+  return r;
+}
+
 Seeded add_graph(EGraph& eg, const Graph& g) {
   Seeded s;
   s.node_class.assign(g.size(), UINT32_MAX);
-  for (NodeId id : g.topo_order()) {
+  std::vector<NodeId> order = g.topo_order();
+  for (NodeId id : g.inputs())  // unused inputs too: callers still set them by name
+    if (std::find(order.begin(), order.end(), id) == order.end()) order.insert(order.begin(), id);
+  for (NodeId id : order) {
     const Node& n = g.node(id);
     ENode e;
     e.op = eg.ops().primitive(n.op);
@@ -43,8 +54,9 @@ Seeded add_graph(EGraph& eg, const Graph& g) {
       e.kids.push_back(src);
     }
     s.node_class[id] = eg.add(e);
-    if (n.op == OpKind::Output) s.outputs.push_back(s.node_class[id]);
   }
+  for (NodeId id : g.inputs()) s.inputs.push_back(s.node_class[id]);
+  for (NodeId id : g.outputs()) s.outputs.push_back(s.node_class[id]);
   return s;
 }
 
@@ -115,9 +127,9 @@ struct Rebuilder {
 
 }  // namespace
 
-Graph choice_to_graph(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& outputs) {
+Graph choice_to_graph(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& roots) {
   Rebuilder r{eg, choice, {}, {}, {}};
-  for (ClassId c : outputs) r.edge(c);
+  for (ClassId c : roots) r.edge(c);
   return std::move(r.g);
 }
 

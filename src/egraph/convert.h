@@ -11,16 +11,18 @@ namespace luminal {
 
 struct Seeded {
   std::vector<ClassId> node_class;  // per graph node
+  std::vector<ClassId> inputs;      // classes of the Input nodes, in graph order (used or not)
   std::vector<ClassId> outputs;     // classes of the Output nodes, in graph order
+  std::vector<ClassId> roots() const;  // inputs then outputs: what a plan must keep
 };
 Seeded add_graph(EGraph& eg, const Graph& g);
 
 // One chosen e-node per canonical class id.
 using Choice = std::unordered_map<ClassId, ENode>;
 
-// Rebuilds a graph from the chosen nodes reachable from `outputs`. View nodes fold into the
+// Rebuilds a graph from the chosen nodes reachable from `roots` (Seeded::roots()). View nodes fold into the
 // consuming edge (composed with views below them). Throws Error if a chosen op is not an HLIR
 // primitive and InternalError if the choice is cyclic.
-Graph choice_to_graph(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& outputs);
+Graph choice_to_graph(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& roots);
 
 }  // namespace luminal

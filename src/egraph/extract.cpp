@@ -1,5 +1,6 @@
 #include "egraph/extract.h"
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -18,6 +19,13 @@ static double elements(const std::vector<Expr>& shape, const CostModel& cm) {
 }
 
 double CostModel::node_cost(const EGraph& eg, const ENode& n, const TensorInfo& out) const {
+  if (jitter_seed) {
+    uint64_t h = ENodeHash()(n) ^ (jitter_seed * 0x9e3779b97f4a7c15ull);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return std::pow(10.0, static_cast<double>(h % 2001) / 1000.0 - 1.0);
+  }
   if (n.op == eg.ops().view()) return 1e-6;  // free, but never a tie with the node it views
   const OpInfo& op = eg.ops().info(n.op);
   if (op.primitive && (op.kind == OpKind::Input || op.kind == OpKind::Constant)) return 0.0;

@@ -10,6 +10,10 @@ namespace luminal {
 struct CostModel {
   DimMap dims;
   int64_t default_dim = 64;
+  // Non-zero: every node's cost is replaced by a pseudo-random value in [0.1, 10] drawn from
+  // (node, seed). Greedy extraction under positive costs is acyclic, so this yields random
+  // valid plans (the search's and the property test's candidates).
+  uint64_t jitter_seed = 0;
   double node_cost(const EGraph& eg, const ENode& n, const TensorInfo& out) const;
   static constexpr double kLaunchCost = 10.0;   // ~ one kernel launch, in the units below
   static constexpr double kCostPerByte = 0.01;

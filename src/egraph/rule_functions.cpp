@@ -72,8 +72,17 @@ RuleFunctions::RuleFunctions() {
   add_guard("num_is", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     return attr_arg(m, a[0]).number == a[1].number;
   });
-  add_guard("root_shape_of", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
-    return same_shape(m.g.info(m.root).shape, m.g.info(class_arg(m, a[0])).shape);
+  // ?x has the match root's dtype and shape, so the root can become ?x.
+  add_guard("same_as_root", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const TensorInfo& r = m.g.info(m.root);
+    const TensorInfo& x = m.g.info(class_arg(m, a[0]));
+    return r.dtype == x.dtype && same_shape(r.shape, x.shape);
+  });
+  // Casting ?x to the attribute's dtype loses nothing (bool -> any, f16/bf16 -> f32, x -> x).
+  add_guard("lossless_cast", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    DType from = m.g.info(class_arg(m, a[0])).dtype, to = attr_arg(m, a[1]).dtype;
+    return from == to || from == DType::Bool ||
+           (to == DType::F32 && (from == DType::F16 || from == DType::BF16));
   });
 
   add_builder("compose", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {

@@ -248,7 +248,8 @@ class Parser {
       fail(op, "a " + op.text + " in a replacement needs an attribute in [ ]");
     }
     while (!(peek().kind == Token::Punct && peek().text == ")")) {
-      if (peek().kind == Token::End) fail(peek(), "expected ')' closing (" + op.text);
+      if (peek().kind == Token::End || (peek().kind == Token::Punct && peek().text != "("))
+        fail(peek(), "expected ')' closing (" + op.text + ", got '" + peek().text + "'");
       p.kids.push_back(pattern(lhs));
     }
     next();

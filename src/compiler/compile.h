@@ -1,0 +1,29 @@
+#pragma once
+// The compiler's front door: HLIR graph -> e-graph -> rule schedule -> extraction -> plan.
+#include <string>
+#include <vector>
+
+#include "egraph/extract.h"
+#include "egraph/runner.h"
+
+namespace luminal {
+
+struct CompileOptions {
+  RunLimits limits;
+  CostModel cost;
+  std::vector<std::string> rule_files;  // extra rule files on disk, after the built-in ones
+};
+
+struct CompileResult {
+  Graph plan;  // today a graph of HLIR primitives; kernel ops arrive with the backends
+  RunReport report;
+  size_t graph_nodes = 0, plan_nodes = 0;
+  double compile_ms = 0;
+};
+
+// The built-in rules plus `extra` files, parsed into one OpTable.
+RuleFile builtin_rules(OpTable& ops, const RuleFunctions& fns);
+
+CompileResult compile(const Graph& g, const CompileOptions& opts = {});
+
+}  // namespace luminal
