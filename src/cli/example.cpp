@@ -1,7 +1,7 @@
 #include "cli/example.h"
 
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -21,15 +21,18 @@ static std::vector<float> ramp(size_t n, float scale, float shift) {
 
 int run_example(int argc, char** argv) {
   bool dump = false;
+  int search = 8;
   std::string dot_path;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dump") dump = true;
     else if (a == "--dot" && i + 1 < argc) dot_path = argv[++i];
+    else if (a == "--search" && i + 1 < argc) search = std::atoi(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      std::cout << "usage: luminal example [--dump] [--dot FILE]\n"
+      std::cout << "usage: luminal example [--search N] [--dump] [--dot FILE]\n"
                    "  Builds a 2-layer MLP (4 -> 8 -> 3, GELU, softmax) over a dynamic batch 'batch',\n"
                    "  compiles it and runs it on the reference runtime for batch sizes 2 and 3.\n"
+                   "  --search N  profile up to N candidate plans on the reference runtime (default 8)\n"
                    "  --dump      print the rule statistics and the compiled plan\n"
                    "  --dot FILE  write the graph as Graphviz\n";
       return 0;
@@ -47,9 +50,13 @@ int run_example(int argc, char** argv) {
   Tensor h = gelu(linear(x, w1, b1));
   softmax(linear(h, w2, std::nullopt), -1).output("probs");
 
-  CompileResult compiled = compile(g);
+  CompileOptions opts;
+  opts.search.limit = search;
+  opts.search.profile_dims = {{"batch", 4}};
+  CompileResult compiled = compile(g, opts);
   std::printf("graph: %zu primitive nodes -> plan of %zu nodes (compiled in %.1f ms)\n", compiled.graph_nodes,
               compiled.plan_nodes, compiled.compile_ms);
+  if (search > 0) std::cout << compiled.search.to_string();
   if (dump) {
     std::cout << compiled.report.to_string() << "plan:\n" << compiled.plan.dump();
   }

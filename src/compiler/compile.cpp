@@ -31,7 +31,9 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
   CompileResult r;
   r.report = run_schedule(eg, rules, fns, opts.limits);
   Choice choice = extract_greedy(eg, opts.cost);
-  r.plan = choice_to_graph(eg, choice, seeded.roots());
+  SearchResult found = search_plans(eg, seeded.roots(), choice, opts.profiler, opts.search, opts.progress);
+  r.plan = std::move(found.plan);
+  r.search = found.report;
   r.graph_nodes = g.topo_order().size();
   r.plan_nodes = r.plan.size();
   r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

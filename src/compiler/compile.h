@@ -5,6 +5,7 @@
 
 #include "egraph/extract.h"
 #include "egraph/runner.h"
+#include "search/search.h"
 
 namespace luminal {
 
@@ -12,11 +13,15 @@ struct CompileOptions {
   RunLimits limits;
   CostModel cost;
   std::vector<std::string> rule_files;  // extra rule files on disk, after the built-in ones
+  SearchOptions search{.limit = 0};      // limit 0: take the cost model's plan, no profiling
+  Profiler profiler = profile_on_interpreter;
+  std::function<void(const SearchReport&)> progress;  // called after each search generation
 };
 
 struct CompileResult {
   Graph plan;  // today a graph of HLIR primitives; kernel ops arrive with the backends
   RunReport report;
+  SearchReport search;
   size_t graph_nodes = 0, plan_nodes = 0;
   double compile_ms = 0;
 };
