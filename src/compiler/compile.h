@@ -16,6 +16,7 @@ struct CompileOptions {
   SearchOptions search{.limit = 0};      // limit 0: take the cost model's plan, no profiling
   Profiler profiler = profile_on_interpreter;
   std::function<void(const SearchReport&)> progress;  // called after each search generation
+  bool dedup = true;  // compile repeated blocks once (see compiler/dedup.h)
 };
 
 struct CompileResult {
@@ -23,6 +24,7 @@ struct CompileResult {
   RunReport report;
   SearchReport search;
   size_t graph_nodes = 0, plan_nodes = 0;
+  size_t block_copies = 0, block_nodes = 0;  // layer dedup: copies found, nodes per copy
   double compile_ms = 0;
 };
 

@@ -112,6 +112,22 @@ NodeId Graph::scatter(Edge dest, Edge idx, Edge src) {
   return add(Node{OpKind::Scatter, node(dest.src).dtype, dest.view.shape(), {dest, idx, src}});
 }
 
+NodeId Graph::add_like(const Node& n, std::vector<Edge> in) {
+  switch (n.op) {
+    case OpKind::Input: return input(n.name, n.dtype, n.shape);
+    case OpKind::Output: return output(n.name, in.at(0));
+    case OpKind::Constant: return constant(n.constant);
+    case OpKind::Iota: return iota(n.iota_expr, n.shape.at(0));
+    case OpKind::Cast: return cast(in.at(0), n.dtype);
+    case OpKind::SumReduce: case OpKind::MaxReduce: return reduce(n.op, in.at(0), n.axis);
+    case OpKind::Gather: return gather(in.at(0), in.at(1));
+    case OpKind::Scatter: return scatter(in.at(0), in.at(1), in.at(2));
+    default: break;
+  }
+  if (is_unary(n.op)) return unary(n.op, in.at(0));
+  return binary(n.op, in.at(0), in.at(1));
+}
+
 std::vector<NodeId> Graph::outputs() const {
   std::vector<NodeId> r;
   for (NodeId i = 0; i < nodes_.size(); ++i)

@@ -42,6 +42,8 @@ class Graph {
   NodeId reduce(OpKind op, Edge x, size_t axis);
   NodeId gather(Edge idx, Edge data);
   NodeId scatter(Edge dest, Edge idx, Edge src);
+  // A node like `n` (same op and attributes) reading `inputs`, checked like the builders.
+  NodeId add_like(const Node& n, std::vector<Edge> inputs);
 
   const Node& node(NodeId id) const { return nodes_.at(id); }
   size_t size() const { return nodes_.size(); }
