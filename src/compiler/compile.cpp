@@ -2,7 +2,13 @@
 
 #include <chrono>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "compiler/dedup.h"
+#include "compiler/plan_cache.h"
+#include "graph/serialize.h"
 #include "egraph/embedded_rules.h"
 
 namespace luminal {
@@ -31,6 +37,28 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
   return r;
 }
 
+// Everything that decides the plan, as text: the graph, the rules, the options, the target.
+static std::string cache_text(const Graph& g, const CompileOptions& o) {
+  std::string t = "luminal-plan-v1\n" + serialize(g);
+  for (const auto& [name, text] : embedded_rule_files()) t += name + "\n" + text;
+  for (const std::string& path : o.rule_files) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    t += path + "\n" + ss.str();
+  }
+  const SearchOptions& s = o.search;
+  t += "search " + std::to_string(s.limit) + " " + std::to_string(s.generation_size) + " " +
+       std::to_string(s.mutations) + " " + std::to_string(s.trials) + " " + std::to_string(s.keep_best) + " " +
+       std::to_string(s.seed);
+  std::map<std::string, int64_t> dims(s.profile_dims.begin(), s.profile_dims.end());
+  for (auto& [k, v] : dims) t += " " + k + "=" + std::to_string(v);
+  t += "\nlimits " + std::to_string(o.limits.max_nodes) + " " + std::to_string(o.limits.max_iterations) + " " +
+       std::to_string(o.limits.match_limit) + " " + std::to_string(o.limits.ban_length);
+  t += "\ndedup " + std::to_string(o.dedup) + "\nbackend " + o.backend + "\ndevice " + o.device + "\n";
+  return t;
+}
+
 CompileResult compile(const Graph& g, const CompileOptions& opts) {
   auto start = std::chrono::steady_clock::now();
   OpTable ops;
@@ -42,6 +70,17 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
     rules.schedule.insert(rules.schedule.end(), f.schedule.begin(), f.schedule.end());
   }
   CompileResult r;
+  if (!opts.cache_dir.empty()) {
+    r.cache_key = hash_key(cache_text(g, opts));
+    if (std::optional<Graph> cached = PlanCache(opts.cache_dir).load(r.cache_key)) {
+      r.plan = std::move(*cached);
+      r.cache_hit = true;
+      r.graph_nodes = g.topo_order().size();
+      r.plan_nodes = r.plan.size();
+      r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      return r;
+    }
+  }
   std::optional<RepeatedBlocks> rb = opts.dedup ? find_repeated_blocks(g) : std::nullopt;
   if (rb) {
     BlockSplit split = split_blocks(g, *rb);
@@ -60,6 +99,7 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
   }
   r.graph_nodes = g.topo_order().size();
   r.plan_nodes = r.plan.size();
+  if (!opts.cache_dir.empty()) PlanCache(opts.cache_dir).store(r.cache_key, r.plan);
   r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -17,6 +17,9 @@ struct CompileOptions {
   Profiler profiler = profile_on_interpreter;
   std::function<void(const SearchReport&)> progress;  // called after each search generation
   bool dedup = true;  // compile repeated blocks once (see compiler/dedup.h)
+  std::string cache_dir;  // plan cache folder (compiler/plan_cache.h); empty: no caching
+  std::string backend = "reference";  // part of the cache key, with the device
+  std::string device = "cpu";
 };
 
 struct CompileResult {
@@ -26,6 +29,8 @@ struct CompileResult {
   size_t graph_nodes = 0, plan_nodes = 0;
   size_t block_copies = 0, block_nodes = 0;  // layer dedup: copies found, nodes per copy
   double compile_ms = 0;
+  bool cache_hit = false;
+  std::string cache_key;
 };
 
 // The built-in rules plus `extra` files, parsed into one OpTable.

@@ -208,6 +208,16 @@ View View::unfold(size_t axis, const Expr& size, int64_t step) const {
   return v;
 }
 
+View View::from_layers(std::vector<ViewLayer> layers, float pad_value) {
+  if (layers.empty()) throw Error("view: needs at least one layer");
+  for (const ViewLayer& l : layers) {
+    size_t r = l.shape.size();
+    if (l.strides.size() != r || l.mask_lo.size() != r || l.mask_hi.size() != r)
+      throw Error("view: a layer's shape, strides and mask have different ranks");
+  }
+  return View(std::move(layers), pad_value);
+}
+
 std::optional<View> View::compose(const View& outer) const {
   if (has_mask() && outer.has_mask() && !outer.can_pad_with(pad_value_)) return std::nullopt;
   if (is_contiguous()) return outer;  // the flat logical space is the buffer itself

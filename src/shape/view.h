@@ -74,6 +74,8 @@ class View {
   IndexExprs flat_index() const;  // in terms of the logical flat index (Expr::index())
 
   std::string to_string() const;
+  // Rebuilds a view from its layers (as read back from a file); checks their consistency.
+  static View from_layers(std::vector<ViewLayer> layers, float pad_value);
   bool operator==(const View& o) const { return pad_value_ == o.pad_value_ && layers_ == o.layers_; }
   uint64_t hash() const;
 

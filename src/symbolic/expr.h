@@ -73,6 +73,9 @@ class Expr {
   // provably on non-negative operands, in which case plain `/` and `%` are emitted.
   std::string to_c(const std::string& index_name = "z") const;
   static std::string c_prelude();
+  // A lossless prefix form for files: 5, s, z, (+ a b), (// a b), (min a b), ...
+  std::string to_sexpr() const;
+  static Expr parse_sexpr(std::string_view text);  // throws Error naming the position
 
  private:
   explicit Expr(const ExprNode* n) : node_(n) {}
