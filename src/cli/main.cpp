@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/compile_cmd.h"
 #include "cli/example.h"
 #include "core/error.h"
 
@@ -12,6 +13,8 @@ static void usage(std::ostream& out) {
          "commands:\n"
          "  example [--dump] [--dot FILE]   build a small graph, compile it, run it on the reference\n"
          "                                  runtime and print the result\n"
+         "  compile [options]               compile a built-in Llama-shaped graph and show the\n"
+         "                                  e-graph, rule statistics, search and plan (--help)\n"
          "  help                            this text\n";
 }
 
@@ -19,6 +22,7 @@ int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "help";
   try {
     if (cmd == "example") return luminal::cli::run_example(argc - 2, argv + 2);
+    if (cmd == "compile" || cmd == "inspect") return luminal::cli::run_compile(argc - 2, argv + 2);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       usage(std::cout);
       return 0;

@@ -25,11 +25,12 @@ RuleFile builtin_rules(OpTable& ops, const RuleFunctions& fns) {
 
 // One graph through e-graph, rules, extraction and search.
 static CompileResult compile_one(const Graph& g, const CompileOptions& opts, const RuleFile& rules, OpTable& ops,
-                                 const RuleFunctions& fns) {
+                                 const RuleFunctions& fns, const std::string& part) {
   EGraph eg(ops);
   Seeded seeded = add_graph(eg, g);
   CompileResult r;
   r.report = run_schedule(eg, rules, fns, opts.limits);
+  if (opts.on_egraph) opts.on_egraph(eg, part);
   Choice choice = extract_greedy(eg, opts.cost);
   SearchResult found = search_plans(eg, seeded.roots(), choice, opts.profiler, opts.search, opts.progress);
   r.plan = std::move(found.plan);
@@ -84,15 +85,15 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
   std::optional<RepeatedBlocks> rb = opts.dedup ? find_repeated_blocks(g) : std::nullopt;
   if (rb) {
     BlockSplit split = split_blocks(g, *rb);
-    CompileResult block = compile_one(split.block, opts, rules, ops, fns);
-    CompileResult outer = compile_one(split.outer, opts, rules, ops, fns);
+    CompileResult block = compile_one(split.block, opts, rules, ops, fns, "block");
+    CompileResult outer = compile_one(split.outer, opts, rules, ops, fns, "outer");
     r.plan = stitch_blocks(g, *rb, block.plan, outer.plan);
     r.report = block.report;  // the block dominates; the outer graph's run is in outer.report
     r.search = block.search;
     r.block_copies = rb->copies;
     r.block_nodes = split.block.size();
   } else {
-    CompileResult one = compile_one(g, opts, rules, ops, fns);
+    CompileResult one = compile_one(g, opts, rules, ops, fns, "graph");
     r.plan = std::move(one.plan);
     r.report = one.report;
     r.search = one.search;

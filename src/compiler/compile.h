@@ -17,6 +17,9 @@ struct CompileOptions {
   Profiler profiler = profile_on_interpreter;
   std::function<void(const SearchReport&)> progress;  // called after each search generation
   bool dedup = true;  // compile repeated blocks once (see compiler/dedup.h)
+  // Called with each saturated e-graph (the block template's, then the outer graph's, or the
+  // whole graph's), e.g. to dump it.
+  std::function<void(const EGraph&, const std::string& part)> on_egraph;
   std::string cache_dir;  // plan cache folder (compiler/plan_cache.h); empty: no caching
   std::string backend = "reference";  // part of the cache key, with the device
   std::string device = "cpu";

@@ -69,6 +69,7 @@ class EGraph {
 
   TensorInfo infer(const ENode& n) const;  // throws Error when the op has no rule
   std::string describe(const ENode& n) const;
+  std::string to_dot() const;  // Graphviz: a cluster per class
 
  private:
   ENode canonical(ENode n) const;
