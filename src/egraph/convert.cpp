@@ -95,7 +95,7 @@ struct Rebuilder {
       }
       result = Edge{below.src, *composed};
     } else {
-      NodeId id = build(n);
+      NodeId id = build(n, c);
       result = Edge{id, View::contiguous(g.node(id).shape)};
     }
     active[c] = false;
@@ -103,12 +103,15 @@ struct Rebuilder {
     return result;
   }
 
-  NodeId build(const ENode& n) {
+  NodeId build(const ENode& n, ClassId cls) {
     const OpInfo& op = eg.ops().info(n.op);
-    if (!op.primitive) throw Error("plan uses op '" + op.name + "', which is not an HLIR primitive");
     const Attr& a = eg.attr(n);
     std::vector<Edge> in;
     for (ClassId k : n.kids) in.push_back(edge(k));
+    if (!op.primitive) {  // a kernel declared by a rule file; its analysis is its class's
+      const TensorInfo& t = eg.info(eg.find(cls));
+      return g.kernel(op.name, in, t.dtype, t.shape, static_cast<size_t>(a.axis), static_cast<float>(a.number));
+    }
     switch (op.kind) {
       case OpKind::Input: return g.input(a.name, a.dtype, a.exprs);
       case OpKind::Output: return g.output(a.name, in[0]);

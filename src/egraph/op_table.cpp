@@ -5,7 +5,7 @@
 namespace luminal {
 
 OpTable::OpTable() {
-  for (int k = 0; k <= static_cast<int>(OpKind::Scatter); ++k) {
+  for (int k = 0; k <= static_cast<int>(OpKind::Scatter); ++k) {  // primitives; Kernel is not one
     OpKind kind = static_cast<OpKind>(k);
     int arity = kind == OpKind::Input || kind == OpKind::Constant || kind == OpKind::Iota ? 0
                 : is_binary(kind) || kind == OpKind::Gather                               ? 2

@@ -85,6 +85,51 @@ RuleFunctions::RuleFunctions() {
            (to == DType::F32 && (from == DType::F16 || from == DType::BF16));
   });
 
+  // A SumReduce over axis k of (A viewed [.., m, k, n] broadcast on n) * (B viewed broadcast
+  // on m), with k second to last: a matmul of A [.., m, k] and B [.., k, n].
+  add_guard("matmul_operands", 3, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const View& va = view_arg(m, a[0]);
+    const View& vb = view_arg(m, a[1]);
+    size_t r = va.rank(), k = static_cast<size_t>(attr_arg(m, a[2]).axis);
+    if (r < 3 || k != r - 2) return false;
+    const ViewLayer& la = va.layers().back();
+    const ViewLayer& lb = vb.layers().back();
+    return la.strides[r - 1].is_const(0) && !la.dim_masked(r - 1) && lb.strides[r - 3].is_const(0) &&
+           !lb.dim_masked(r - 3);
+  });
+  // The view reads a tensor reduced along the axis (given by a reduction's attribute), broadcast
+  // back over it.
+  add_guard("reduced_broadcast", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return view_arg(m, a[0]).is_reduced_broadcast(static_cast<size_t>(attr_arg(m, a[1]).axis));
+  });
+  // The Iota counts the elements along the axis of ?x: Iota(n, 1) with n = shape[axis].
+  add_guard("iota_counts_axis", 3, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const Attr& iota = attr_arg(m, a[0]);
+    const TensorInfo& x = m.g.info(class_arg(m, a[1]));
+    size_t axis = static_cast<size_t>(attr_arg(m, a[2]).axis);
+    return iota.exprs.size() == 2 && axis < x.shape.size() && iota.exprs[1].is_const(1) &&
+           provably_equal(iota.exprs[0], x.shape[axis]);
+  });
+  add_builder("drop_dim", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    const View& v = view_arg(m, a[0]);
+    int64_t axis = static_cast<int64_t>(a[1].number);
+    if (axis < 0) axis += static_cast<int64_t>(v.rank());
+    Attr r;
+    r.view = v.drop_broadcast_dim(static_cast<size_t>(axis));
+    return r;
+  });
+  // A kernel attribute from a reduction's axis and an optional Constant (e.g. an epsilon).
+  add_builder("axis_param", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    Attr r;
+    r.axis = attr_arg(m, a[0]).axis;
+    r.number = attr_arg(m, a[1]).number;
+    return r;
+  });
+  add_builder("axis_of", 1, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    Attr r;
+    r.axis = attr_arg(m, a[0]).axis;
+    return r;
+  });
   add_builder("compose", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
     std::optional<View> v = view_arg(m, a[0]).compose(view_arg(m, a[1]));
     if (!v) return std::nullopt;

@@ -201,7 +201,7 @@ class Parser {
     const OpInfo& info = ops_.info(op);
     Attr a;
     if (info.primitive && info.kind == OpKind::Constant && t.kind == Token::Number) {
-      a.number = t.number;
+      a.number = static_cast<float>(t.number);  // Constant holds an f32
     } else if (info.primitive && (info.kind == OpKind::SumReduce || info.kind == OpKind::MaxReduce) && t.kind == Token::Number) {
       a.axis = static_cast<int64_t>(t.number);
     } else if (info.primitive && info.kind == OpKind::Cast && t.kind == Token::Name) {

@@ -34,29 +34,13 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return prim_binary(OpKind::Add, x, prim_binary(OpKind::Mul, y, fe::broadcast_to_like(scalar_like(y, -1.0), y)));
 }
 
-// Veltkamp split: hi has the top 12 bits of x, lo the rest, hi + lo == x exactly.
-static std::pair<Tensor, Tensor> split_float(const Tensor& x) {
-  Tensor c = x * 4097.0;
-  Tensor hi = c - (c - x);
-  return {hi, x - hi};
-}
-
 Tensor div(const Tensor& a, const Tensor& b) {
   auto [x, y] = align(a, b, "div");
   DType out = fe::float_of(x.dtype());
+  // a * (1/b) in f32, rounded once to the result dtype: within 1 ulp of true division (like
+  // fast-math and GPU fast division), and one Mul + Recip that backends map to a divide.
   Tensor xf = cast(x, DType::F32), yf = cast(y, DType::F32);
-  // q0 = a * (1/b) can be an ulp off (41/41 would give 0.99999994). One Newton step with the
-  // residual a - q0*b computed exactly (Dekker's product, no FMA needed) rounds it correctly.
-  Tensor r = fe::prim_unary(OpKind::Recip, yf);
-  Tensor q0 = prim_binary(OpKind::Mul, xf, r);
-  auto [qh, ql] = split_float(q0);
-  auto [bh, bl] = split_float(yf);
-  Tensor p = q0 * yf;
-  Tensor err = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;  // q0*b == p + err exactly
-  Tensor q1 = q0 + ((xf - p) - err) * r;
-  // Where the correction overflows or is undefined (inf, NaN, huge operands), keep q0.
-  Tensor ok = logical_not(logical_or(isnan(q1), isinf(q1)));
-  return cast(where(ok, q1, q0), out);
+  return cast(prim_binary(OpKind::Mul, xf, fe::prim_unary(OpKind::Recip, yf)), out);
 }
 
 Tensor floor_divide(const Tensor& a, const Tensor& b) {

@@ -17,6 +17,12 @@ static std::string attrs(const Node& n) {
     case OpKind::Iota: return n.iota_expr.to_string();
     case OpKind::SumReduce:
     case OpKind::MaxReduce: return "axis=" + std::to_string(n.axis);
+    case OpKind::Kernel: {
+      std::ostringstream s;
+      s << n.kernel << " axis=" << n.axis;
+      if (n.constant != 0.0f) s << " param=" << n.constant;
+      return s.str();
+    }
     default: return "";
   }
 }

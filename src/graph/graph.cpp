@@ -112,8 +112,19 @@ NodeId Graph::scatter(Edge dest, Edge idx, Edge src) {
   return add(Node{OpKind::Scatter, node(dest.src).dtype, dest.view.shape(), {dest, idx, src}});
 }
 
+NodeId Graph::kernel(const std::string& name, std::vector<Edge> inputs, DType dtype, std::vector<Expr> shape,
+                     size_t axis, float param) {
+  if (name.empty()) throw Error("kernel: a name is required");
+  Node n{OpKind::Kernel, dtype, std::move(shape), std::move(inputs)};
+  n.kernel = name;
+  n.axis = axis;
+  n.constant = param;
+  return add(std::move(n));
+}
+
 NodeId Graph::add_like(const Node& n, std::vector<Edge> in) {
   switch (n.op) {
+    case OpKind::Kernel: return kernel(n.kernel, std::move(in), n.dtype, n.shape, n.axis, n.constant);
     case OpKind::Input: return input(n.name, n.dtype, n.shape);
     case OpKind::Output: return output(n.name, in.at(0));
     case OpKind::Constant: return constant(n.constant);

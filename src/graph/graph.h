@@ -26,7 +26,8 @@ struct Node {
   std::string name;          // Input, Output
   float constant = 0.0f;     // Constant
   Expr iota_expr;            // Iota: element i = iota_expr with the index variable = i
-  size_t axis = 0;           // SumReduce, MaxReduce (axis of the input view)
+  size_t axis = 0;           // SumReduce, MaxReduce (axis of the input view); kernels
+  std::string kernel;        // Kernel: its name (Matmul, Softmax, ...)
 };
 
 class Graph {
@@ -42,6 +43,9 @@ class Graph {
   NodeId reduce(OpKind op, Edge x, size_t axis);
   NodeId gather(Edge idx, Edge data);
   NodeId scatter(Edge dest, Edge idx, Edge src);
+  // An LLIR kernel; its output dtype and shape come from the pattern it replaces.
+  NodeId kernel(const std::string& name, std::vector<Edge> inputs, DType dtype, std::vector<Expr> shape,
+                size_t axis = 0, float param = 0.0f);
   // A node like `n` (same op and attributes) reading `inputs`, checked like the builders.
   NodeId add_like(const Node& n, std::vector<Edge> inputs);
 

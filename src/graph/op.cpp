@@ -22,6 +22,7 @@ const char* op_name(OpKind op) {
     case OpKind::MaxReduce: return "MaxReduce";
     case OpKind::Gather: return "Gather";
     case OpKind::Scatter: return "Scatter";
+    case OpKind::Kernel: return "Kernel";
   }
   return "?";
 }

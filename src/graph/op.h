@@ -16,6 +16,9 @@ enum class OpKind : uint8_t {
   SumReduce, MaxReduce,          // reduce one axis (the axis is removed)
   Gather,     // out[i] = data[idx[i]]: flat logical index into data's view; out of range reads 0
   Scatter,    // copy of dest with out[idx[j]] = src[j]; out-of-range indices are skipped
+  // LLIR only (never made by the frontend): a kernel chosen by the compiler, named by
+  // Node::kernel, computing what the HLIR pattern it replaced computes (runtime/kernels.h).
+  Kernel,
 };
 
 const char* op_name(OpKind op);

@@ -29,11 +29,11 @@ void exprs(std::ostringstream& o, const std::vector<Expr>& xs) {
 
 std::string serialize(const Graph& g) {
   std::ostringstream o;
-  o << "luminal-graph 1 " << g.size() << '\n';
+  o << "luminal-graph 2 " << g.size() << '\n';
   for (const Node& n : g.nodes()) {
     o << "node " << op_name(n.op) << ' ' << dtype_name(n.dtype);
     exprs(o, n.shape);
-    o << ' ' << n.name.size() << ':' << n.name << ' ' << bits(n.constant) << ' ' << n.iota_expr.to_sexpr() << ' '
+    o << ' ' << n.name.size() << ':' << n.name << ' ' << n.kernel.size() << ':' << n.kernel << ' ' << bits(n.constant) << ' ' << n.iota_expr.to_sexpr() << ' '
       << n.axis << ' ' << n.inputs.size() << '\n';
     for (const Edge& e : n.inputs) {
       o << "edge " << e.src << ' ' << bits(e.view.pad_value()) << ' ' << e.view.layers().size() << '\n';
@@ -143,7 +143,7 @@ struct Reader {
 };
 
 OpKind op_from_name(const std::string& name, const Reader& r) {
-  for (int k = 0; k <= static_cast<int>(OpKind::Scatter); ++k)
+  for (int k = 0; k <= static_cast<int>(OpKind::Kernel); ++k)
     if (name == op_name(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
   r.fail("unknown op '" + name + "'");
 }
@@ -153,7 +153,7 @@ OpKind op_from_name(const std::string& name, const Reader& r) {
 Graph deserialize(const std::string& text) {
   Reader r{text};
   r.expect("luminal-graph");
-  if (r.number() != 1) r.fail("unsupported format version");
+  if (r.number() != 2) r.fail("unsupported format version (this build reads version 2)");
   size_t count = r.number();
   Graph g;
   for (size_t id = 0; id < count; ++id) {
@@ -167,6 +167,7 @@ Graph deserialize(const std::string& text) {
     }
     n.shape = r.exprs();
     n.name = r.name();
+    n.kernel = r.name();
     n.constant = r.bits_float();
     n.iota_expr = r.expr();
     n.axis = r.number();

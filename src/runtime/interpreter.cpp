@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "runtime/kernels.h"
+#include "runtime/reader.h"
 #include "symbolic/expr_program.h"
 
 namespace luminal {
@@ -59,28 +61,11 @@ std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const
   return r;
 }
 
+Reader::Reader(const Buffer& src, const View& view, const DimMap& dims)
+    : src_(src), index_(view.flat_index().index, dims), valid_(view.flat_index().valid, dims),
+      pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {}
+
 namespace {
-
-// Reads a producer's buffer through an edge's view, by logical flat index.
-class Reader {
- public:
-  Reader(const Buffer& src, const View& view, const DimMap& dims)
-      : src_(src), index_(view.flat_index().index, dims), valid_(view.flat_index().valid, dims),
-        pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {}
-  double operator()(int64_t z) const {
-    if (!always_valid_ && valid_(z) == 0) return pad_;
-    int64_t i = index_(z);
-    LM_ASSERT(i >= 0 && static_cast<size_t>(i) < src_.numel(),
-              "view reads element " + std::to_string(i) + " of a buffer of " + std::to_string(src_.numel()));
-    return src_.get(static_cast<size_t>(i));
-  }
-
- private:
-  const Buffer& src_;
-  ExprProgram index_, valid_;
-  double pad_;
-  bool always_valid_;
-};
 
 float unary_op(OpKind op, float x) {
   switch (op) {
@@ -192,6 +177,16 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
         int64_t k = static_cast<int64_t>(idx(i));
         out.set(i, (k >= 0 && k < data_count) ? data(k) : 0.0);
       }
+      break;
+    }
+    case OpKind::Kernel: {
+      std::vector<Reader> readers;
+      std::vector<std::vector<int64_t>> shapes;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        readers.push_back(reader(k));
+        shapes.push_back(concrete(n.inputs[k].view.shape()));
+      }
+      run_reference_kernel(n, readers, shapes, out);
       break;
     }
     case OpKind::Scatter: {

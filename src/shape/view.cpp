@@ -228,6 +228,36 @@ std::optional<View> View::compose(const View& outer) const {
   return v;
 }
 
+View View::drop_broadcast_dim(size_t axis) const {
+  check_axis(axis, rank(), "drop_broadcast_dim");
+  const ViewLayer& t = layers_.back();
+  if (!t.strides[axis].is_const(0) || t.dim_masked(axis))
+    throw Error("drop_broadcast_dim: axis " + std::to_string(axis) + " of " + to_string() + " is not a broadcast");
+  View v = *this;
+  ViewLayer& n = v.top();
+  n.shape.erase(n.shape.begin() + axis);
+  n.strides.erase(n.strides.begin() + axis);
+  n.mask_lo.erase(n.mask_lo.begin() + axis);
+  n.mask_hi.erase(n.mask_hi.begin() + axis);
+  return v;
+}
+
+bool View::is_reduced_broadcast(size_t axis) const {
+  if (layers_.size() != 1 || axis >= rank()) return false;
+  const ViewLayer& t = layers_.back();
+  if (!t.offset.is_const(0) || t.masked()) return false;
+  if (!t.strides[axis].is_const(0) && !t.shape[axis].is_const(1)) return false;
+  std::vector<Expr> reduced = t.shape;
+  reduced.erase(reduced.begin() + axis);
+  std::vector<Expr> want = contiguous_strides(reduced);
+  for (size_t d = 0, r = 0; d < t.shape.size(); ++d) {
+    if (d == axis) continue;
+    if (!t.shape[d].is_const(1) && !provably_equal(t.strides[d], want[r])) return false;
+    ++r;
+  }
+  return true;
+}
+
 bool View::has_mask() const {
   for (const ViewLayer& l : layers_)
     if (l.masked()) return true;

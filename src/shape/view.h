@@ -67,6 +67,13 @@ class View {
   // logical shape). nullopt when both pad with different values.
   std::optional<View> compose(const View& outer) const;
 
+  // Removes a dim that the top layer broadcasts (stride 0, unmasked): the view then reads the
+  // same elements for each remaining coordinate. Throws Error otherwise.
+  View drop_broadcast_dim(size_t axis) const;
+  // Whether the top layer is the canonical "reduced along axis, broadcast back" view: one layer,
+  // no offset or mask, stride 0 (or size 1) at axis and contiguous strides elsewhere.
+  bool is_reduced_broadcast(size_t axis) const;
+
   bool is_contiguous() const;  // reads the whole buffer in order, no mask, no offset
   bool has_mask() const;
 

@@ -21,7 +21,11 @@ Tensor random_op(std::mt19937& rng, std::vector<Tensor>& pool) {
   auto pick = [&]() { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   Tensor a = pick(), b = pick();
   Graph& g = *a.graph();
-  switch (std::uniform_int_distribution<int>(0, 15)(rng)) {
+  switch (std::uniform_int_distribution<int>(0, 19)(rng)) {
+    case 16: return matmul(matmul(a, transpose(b, 0, 1)), a) * 0.25;  // [3,3] @ [3,4]
+    case 17: return softmax(a, -1) + b;
+    case 18: return rms_norm(a, std::nullopt, 1e-5) * b;
+    case 19: return matmul(a, matmul(transpose(a, 0, 1), b)) * 0.1;  // transposed operands
     case 0: return a + b;
     case 1: return a * b;
     case 2: return a * 1.0;

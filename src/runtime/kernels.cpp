@@ -1,0 +1,95 @@
+#include "runtime/kernels.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace luminal {
+namespace {
+
+// A reduction axis split into outer x len x inner, so element (o, k, i) has flat index
+// (o*len + k)*inner + i.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+  AxisSplit(const std::vector<int64_t>& shape, size_t axis) {
+    for (size_t d = 0; d < shape.size(); ++d) (d < axis ? outer : d == axis ? len : inner) *= shape[d];
+  }
+};
+
+// Mul + SumReduce over k: the product rounded to A's dtype, summed in f32 in k order.
+void matmul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  const std::vector<int64_t>& a = s[0];
+  size_t r = a.size();
+  LM_ASSERT(r >= 2 && s[1].size() == r, "Matmul needs [.., m, k] and [.., k, n] of one rank");
+  int64_t m = a[r - 2], k = a[r - 1], nn = s[1][r - 1];
+  int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
+  DType t = in[0].dtype();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < nn; ++j) {
+        float facc = 0;
+        uint32_t iacc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = in[0]((b * m + i) * k + p);
+          double y = convert_value(in[1]((b * k + p) * nn + j), t);
+          if (is_float(t)) facc += round_to(t, static_cast<float>(x) * static_cast<float>(y));
+          else iacc += static_cast<uint32_t>(static_cast<int32_t>(x)) * static_cast<uint32_t>(static_cast<int32_t>(y));
+        }
+        out.set(static_cast<size_t>((b * m + i) * nn + j), is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc)));
+      }
+}
+
+// exp(x - max) / sum, with exp as exp2(v * log2e) and division as a * (1/b), all in f32.
+void softmax(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  AxisSplit ax(s[0], n.axis);
+  const float log2e = static_cast<float>(1.4426950408889634);
+  std::vector<float> e(static_cast<size_t>(ax.len));
+  for (int64_t o = 0; o < ax.outer; ++o)
+    for (int64_t i = 0; i < ax.inner; ++i) {
+      auto at = [&](int64_t k) { return (o * ax.len + k) * ax.inner + i; };
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < ax.len; ++k) {
+        float v = static_cast<float>(in[0](at(k)));
+        if (std::isnan(v) || v > mx) mx = v;
+        if (std::isnan(mx)) break;
+      }
+      float sum = 0;
+      for (int64_t k = 0; k < ax.len; ++k) {
+        float d = static_cast<float>(in[0](at(k))) + mx * -1.0f;
+        e[k] = std::exp2(d * log2e);
+        sum += e[k];
+      }
+      float inv = 1.0f / sum;
+      for (int64_t k = 0; k < ax.len; ++k) out.set(static_cast<size_t>(at(k)), e[k] * inv);
+    }
+}
+
+// x * 1/sqrt(sum(x*x) * (1/n) + eps), in f32.
+void rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  AxisSplit ax(s[0], n.axis);
+  float inv_n = 1.0f / static_cast<float>(ax.len);
+  for (int64_t o = 0; o < ax.outer; ++o)
+    for (int64_t i = 0; i < ax.inner; ++i) {
+      auto at = [&](int64_t k) { return (o * ax.len + k) * ax.inner + i; };
+      float ss = 0;
+      for (int64_t k = 0; k < ax.len; ++k) {
+        float v = static_cast<float>(in[0](at(k)));
+        ss += v * v;
+      }
+      float scale = 1.0f / std::sqrt(ss * inv_n + n.constant);
+      for (int64_t k = 0; k < ax.len; ++k) out.set(static_cast<size_t>(at(k)), static_cast<float>(in[0](at(k))) * scale);
+    }
+}
+
+}  // namespace
+
+void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& in_shapes,
+                          Buffer& out) {
+  if (n.kernel == "Matmul") return matmul(n, in, in_shapes, out);
+  if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
+  if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
+  throw Error("kernel '" + n.kernel + "' has no reference implementation (known: Matmul, Softmax, RMSNorm)");
+}
+
+}  // namespace luminal

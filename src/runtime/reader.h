@@ -1,0 +1,29 @@
+#pragma once
+// Reads a producer's buffer through an edge's view, by logical flat index.
+#include "core/error.h"
+#include "runtime/buffer.h"
+#include "shape/view.h"
+#include "symbolic/expr_program.h"
+
+namespace luminal {
+
+class Reader {
+ public:
+  Reader(const Buffer& src, const View& view, const DimMap& dims);
+  double operator()(int64_t z) const {
+    if (!always_valid_ && valid_(z) == 0) return pad_;
+    int64_t i = index_(z);
+    LM_ASSERT(i >= 0 && static_cast<size_t>(i) < src_.numel(),
+              "view reads element " + std::to_string(i) + " of a buffer of " + std::to_string(src_.numel()));
+    return src_.get(static_cast<size_t>(i));
+  }
+  DType dtype() const { return src_.dtype(); }
+
+ private:
+  const Buffer& src_;
+  ExprProgram index_, valid_;
+  double pad_;
+  bool always_valid_;
+};
+
+}  // namespace luminal

@@ -1,0 +1,105 @@
+// Recognition rules: the frontend's compositions become one kernel each, in every layout the
+// frontend can produce, and the kernel plan computes what the graph computes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compiler/compile.h"
+#include "frontend/ops.h"
+#include "runtime/interpreter.h"
+
+using namespace luminal;
+
+namespace {
+
+int count_kernels(const Graph& plan, const std::string& name) {
+  int n = 0;
+  for (const Node& node : plan.nodes()) n += node.op == OpKind::Kernel && node.kernel == name;
+  return n;
+}
+
+// Compiles g, checks the kernel count, and compares the plan with the graph on random inputs.
+void check(const Graph& g, const std::string& kernel, int expected, const DimMap& dims = {}) {
+  CompileResult r = compile(g);
+  EXPECT_EQ(count_kernels(r.plan, kernel), expected) << r.plan.dump();
+  Interpreter a(g), b(r.plan);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> val(-2, 2);
+  for (NodeId id : g.inputs()) {
+    const Node& n = g.node(id);
+    std::vector<int64_t> shape;
+    for (const Expr& e : n.shape) shape.push_back(e.eval(dims));
+    Buffer buf(n.dtype, shape);
+    for (size_t i = 0; i < buf.numel(); ++i) buf.set(i, val(rng));
+    a.set_input(n.name, buf);
+    b.set_input(n.name, buf);
+  }
+  a.run();
+  b.run();
+  for (NodeId id : g.outputs()) {
+    std::vector<float> x = a.output_f32(g.node(id).name), y = b.output_f32(g.node(id).name);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5 + 1e-5 * std::fabs(x[i]));
+  }
+}
+
+}  // namespace
+
+TEST(Recognize, MatmulInAllFourTranspositions) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Graph g;
+      Tensor a = input(g, "a", DType::F32, ta ? Shape{5, 3} : Shape{3, 5});
+      Tensor b = input(g, "b", DType::F32, tb ? Shape{4, 5} : Shape{5, 4});
+      matmul(ta ? transpose(a, 0, 1) : a, tb ? transpose(b, 0, 1) : b).output("c");
+      SCOPED_TRACE("ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+      check(g, "Matmul", 1);
+    }
+}
+
+TEST(Recognize, BatchedBroadcastAndSymbolicMatmul) {
+  Graph g;
+  Expr m = Expr::var("m");
+  Tensor a = input(g, "a", DType::F32, {2, 1, m, 4});
+  Tensor b = input(g, "b", DType::F32, {3, 4, 5});
+  matmul(a, b).output("c");             // batch [2, 1] with [3] -> [2, 3]
+  linear(a, input(g, "w", DType::F32, {6, 4}), std::nullopt).output("d");
+  check(g, "Matmul", 2, {{"m", 3}});
+}
+
+TEST(Recognize, MatrixVectorIsAMatmulToo) {
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {3, 5});
+  Tensor v = input(g, "v", DType::F32, {5});
+  matmul(a, v).output("c");
+  check(g, "Matmul", 1);
+}
+
+TEST(Recognize, SoftmaxOverAnyAxis) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {3, Expr::var("n"), 4});
+  softmax(x, -1).output("last");
+  softmax(x, 1).output("middle");
+  check(g, "Softmax", 2, {{"n", 5}});
+}
+
+TEST(Recognize, RmsNormWithAndWithoutWeight) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 8});
+  rms_norm(x, input(g, "w", DType::F32, {8}), 1e-6).output("y");
+  rms_norm(x * 2.0, std::nullopt, 1e-5).output("z");
+  check(g, "RMSNorm", 2, {{"s", 3}});
+}
+
+TEST(Recognize, LookalikesAreNotRecognised) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {3, 4});
+  // exp(x - max) / sum over a different axis than the max: not a softmax.
+  Tensor e = exp(x - max(x, {1}, true));
+  (e / sum(e, {0}, true)).output("y");
+  // x * rsqrt(mean(y^2)) with y != x: not an rms_norm (over either axis: the kernel takes any).
+  Tensor y = x + 1.0;
+  (x * rsqrt(mean(y * y, {0}, true) + 1e-6)).output("z");
+  check(g, "Softmax", 0);
+  check(g, "RMSNorm", 0);
+}
