@@ -110,7 +110,7 @@ struct Rebuilder {
     for (ClassId k : n.kids) in.push_back(edge(k));
     if (!op.primitive) {  // a kernel declared by a rule file; its analysis is its class's
       const TensorInfo& t = eg.info(eg.find(cls));
-      return g.kernel(op.name, in, t.dtype, t.shape, static_cast<size_t>(a.axis), static_cast<float>(a.number));
+      return g.kernel(op.name, in, t.dtype, t.shape, static_cast<size_t>(a.axis), static_cast<float>(a.number), a.code);
     }
     switch (op.kind) {
       case OpKind::Input: return g.input(a.name, a.dtype, a.exprs);

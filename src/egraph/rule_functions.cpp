@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "egraph/fusion.h"
 #include "egraph/rules.h"
 
 namespace luminal {
@@ -130,6 +131,7 @@ RuleFunctions::RuleFunctions() {
     r.axis = attr_arg(m, a[0]).axis;
     return r;
   });
+  add_pass("fuse", [](EGraph& g) { return fuse_elementwise(g); });
   add_builder("compose", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
     std::optional<View> v = view_arg(m, a[0]).compose(view_arg(m, a[1]));
     if (!v) return std::nullopt;
@@ -144,6 +146,12 @@ RuleFunctions::RuleFunctions() {
   add_builder("fold_log2", 1, fold1([](float x) { return std::log2(x); }));
   add_builder("fold_sqrt", 1, fold1([](float x) { return std::sqrt(x); }));
   add_builder("fold_sin", 1, fold1([](float x) { return std::sin(x); }));
+}
+
+void RuleFunctions::add_pass(const std::string& name, PassFn fn) { passes_[name] = std::move(fn); }
+const PassFn* RuleFunctions::pass(const std::string& name) const {
+  auto it = passes_.find(name);
+  return it == passes_.end() ? nullptr : &it->second;
 }
 
 void RuleFunctions::add_guard(const std::string& name, int arity, GuardFn fn) { guards_[name] = {arity, std::move(fn)}; }

@@ -110,8 +110,9 @@ class Parser {
           if (name.kind != Token::Name) fail(name, "expected a ruleset name after 'run'");
           bool known = false;
           for (const Ruleset& r : rf.rulesets) known = known || r.name == name.text;
-          if (!known) fail(name, "unknown ruleset '" + name.text + "'");
-          ScheduleStep step{name.text, 1};
+          bool native = !known && fns_.pass(name.text);
+          if (!known && !native) fail(name, "unknown ruleset '" + name.text + "' (and no native pass of that name)");
+          ScheduleStep step{name.text, 1, native};
           if (peek().kind == Token::Number) step.iterations = static_cast<int>(next().number);
           else if (peek().kind == Token::Name && peek().text == "saturate") { next(); step.iterations = 0; }
           rf.schedule.push_back(step);

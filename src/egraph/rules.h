@@ -58,8 +58,9 @@ struct Ruleset {
 };
 
 struct ScheduleStep {
-  std::string ruleset;
-  int iterations = 1;  // 0: until saturated (or a limit)
+  std::string ruleset;  // a ruleset, or a native pass when `native`
+  int iterations = 1;   // 0: until saturated (or a limit)
+  bool native = false;
 };
 
 struct RuleFile {
@@ -76,12 +77,17 @@ struct MatchContext {
 };
 using GuardFn = std::function<bool(const MatchContext&, const std::vector<Arg>&)>;
 using BuilderFn = std::function<std::optional<Attr>(const MatchContext&, const std::vector<Arg>&)>;
+// A rewrite written in C++ because patterns cannot express it (fusion builds programs of any
+// size); schedules run it by name like a ruleset. Returns how many nodes it added.
+using PassFn = std::function<size_t(EGraph&)>;
 
 class RuleFunctions {
  public:
   RuleFunctions();  // the built-in guards and builders (see rule_functions.cpp)
   void add_guard(const std::string& name, int arity, GuardFn fn);
   void add_builder(const std::string& name, int arity, BuilderFn fn);
+  void add_pass(const std::string& name, PassFn fn);
+  const PassFn* pass(const std::string& name) const;
   const GuardFn* guard(const std::string& name) const;
   const BuilderFn* builder(const std::string& name) const;
   int guard_arity(const std::string& name) const;
@@ -92,6 +98,7 @@ class RuleFunctions {
  private:
   std::map<std::string, std::pair<int, GuardFn>> guards_;
   std::map<std::string, std::pair<int, BuilderFn>> builders_;
+  std::map<std::string, PassFn> passes_;
 };
 
 // Parses rule-file text; `file` names it in errors ("file:line: expected ..."). Ops declared

@@ -82,8 +82,19 @@ RunReport run_schedule(EGraph& g, const RuleFile& rules, const RuleFunctions& fn
   if (rules.schedule.empty()) {
     for (const Ruleset& rs : rules.rulesets) run_ruleset(g, rs, 0, fns, limits, report);
   } else {
-    for (const ScheduleStep& step : rules.schedule)
+    for (const ScheduleStep& step : rules.schedule) {
+      if (step.native) {
+        auto t = Clock::now();
+        size_t added = (*fns.pass(step.ruleset))(g);
+        g.rebuild();
+        report.rules.push_back({step.ruleset, "(native)", added, added, ms_since(t), 0, 0});
+        report.seconds += ms_since(t) / 1000;
+        report.nodes = g.node_count();
+        report.classes = g.class_count();
+        continue;
+      }
       run_ruleset(g, rules.ruleset(step.ruleset), step.iterations, fns, limits, report);
+    }
   }
   return report;
 }

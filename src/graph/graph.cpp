@@ -113,10 +113,11 @@ NodeId Graph::scatter(Edge dest, Edge idx, Edge src) {
 }
 
 NodeId Graph::kernel(const std::string& name, std::vector<Edge> inputs, DType dtype, std::vector<Expr> shape,
-                     size_t axis, float param) {
+                     size_t axis, float param, std::vector<int64_t> code) {
   if (name.empty()) throw Error("kernel: a name is required");
   Node n{OpKind::Kernel, dtype, std::move(shape), std::move(inputs)};
   n.kernel = name;
+  n.code = std::move(code);
   n.axis = axis;
   n.constant = param;
   return add(std::move(n));
@@ -124,7 +125,7 @@ NodeId Graph::kernel(const std::string& name, std::vector<Edge> inputs, DType dt
 
 NodeId Graph::add_like(const Node& n, std::vector<Edge> in) {
   switch (n.op) {
-    case OpKind::Kernel: return kernel(n.kernel, std::move(in), n.dtype, n.shape, n.axis, n.constant);
+    case OpKind::Kernel: return kernel(n.kernel, std::move(in), n.dtype, n.shape, n.axis, n.constant, n.code);
     case OpKind::Input: return input(n.name, n.dtype, n.shape);
     case OpKind::Output: return output(n.name, in.at(0));
     case OpKind::Constant: return constant(n.constant);

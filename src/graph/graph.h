@@ -28,6 +28,7 @@ struct Node {
   Expr iota_expr;            // Iota: element i = iota_expr with the index variable = i
   size_t axis = 0;           // SumReduce, MaxReduce (axis of the input view); kernels
   std::string kernel;        // Kernel: its name (Matmul, Softmax, ...)
+  std::vector<int64_t> code; // Kernel: an encoded program (fused kernels, graph/fused_program.h)
 };
 
 class Graph {
@@ -45,7 +46,7 @@ class Graph {
   NodeId scatter(Edge dest, Edge idx, Edge src);
   // An LLIR kernel; its output dtype and shape come from the pattern it replaces.
   NodeId kernel(const std::string& name, std::vector<Edge> inputs, DType dtype, std::vector<Expr> shape,
-                size_t axis = 0, float param = 0.0f);
+                size_t axis = 0, float param = 0.0f, std::vector<int64_t> code = {});
   // A node like `n` (same op and attributes) reading `inputs`, checked like the builders.
   NodeId add_like(const Node& n, std::vector<Edge> inputs);
 

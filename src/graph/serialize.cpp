@@ -34,7 +34,9 @@ std::string serialize(const Graph& g) {
     o << "node " << op_name(n.op) << ' ' << dtype_name(n.dtype);
     exprs(o, n.shape);
     o << ' ' << n.name.size() << ':' << n.name << ' ' << n.kernel.size() << ':' << n.kernel << ' ' << bits(n.constant) << ' ' << n.iota_expr.to_sexpr() << ' '
-      << n.axis << ' ' << n.inputs.size() << '\n';
+      << n.axis << ' ' << n.code.size();
+    for (int64_t c : n.code) o << ' ' << c;
+    o << ' ' << n.inputs.size() << '\n';
     for (const Edge& e : n.inputs) {
       o << "edge " << e.src << ' ' << bits(e.view.pad_value()) << ' ' << e.view.layers().size() << '\n';
       for (const ViewLayer& l : e.view.layers()) {
@@ -171,6 +173,15 @@ Graph deserialize(const std::string& text) {
     n.constant = r.bits_float();
     n.iota_expr = r.expr();
     n.axis = r.number();
+    size_t code = r.number();
+    for (size_t k = 0; k < code; ++k) {
+      std::string t = r.token();
+      try {
+        n.code.push_back(std::stoll(t));
+      } catch (...) {
+        r.fail("expected a program word, got '" + t + "'");
+      }
+    }
     size_t inputs = r.number();
     std::vector<Edge> ins;
     for (size_t k = 0; k < inputs; ++k) {

@@ -4,8 +4,33 @@
 #include <limits>
 
 #include "core/error.h"
+#include "runtime/scalar_ops.h"
 
 namespace luminal {
+
+double eval_fused(const FusedProgram& p, const std::function<double(int)>& load) {
+  double vals[64];
+  std::vector<double> heap;
+  double* v = vals;
+  if (p.instrs.size() > 64) {
+    heap.resize(p.instrs.size());
+    v = heap.data();
+  }
+  auto operand = [&](int i) { return i < p.n_inputs ? load(i) : v[i - p.n_inputs]; };
+  for (size_t k = 0; k < p.instrs.size(); ++k) {
+    const FusedInstr& in = p.instrs[k];
+    OpKind op = static_cast<OpKind>(in.op);
+    double r;
+    if (in.op == FusedInstr::kConst) r = in.value;
+    else if (op == OpKind::Cast) r = convert_value(operand(in.a), in.dtype);
+    else if (is_unary(op)) r = unary_op(op, static_cast<float>(operand(in.a)));
+    else r = binary_op(op, in.in_dtype, operand(in.a), operand(in.b));
+    v[k] = convert_value(r, in.dtype);
+  }
+  return v[p.instrs.size() - 1];
+}
+
+
 namespace {
 
 // A reduction axis split into outer x len x inner, so element (o, k, i) has flat index
@@ -82,6 +107,41 @@ void rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<st
     }
 }
 
+// Elementwise: the program at every output element.
+void fused(const Node& n, const std::vector<Reader>& in, Buffer& out) {
+  FusedProgram p = FusedProgram::decode(n.code);
+  for (size_t z = 0; z < out.numel(); ++z)
+    out.set(z, eval_fused(p, [&](int i) { return in[i](static_cast<int64_t>(z)); }));
+}
+
+// A reduction whose input is the program (every input is viewed with the reduction's input
+// shape), accumulated exactly like SumReduce / MaxReduce.
+void fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s,
+                  Buffer& out, bool is_sum) {
+  FusedProgram p = FusedProgram::decode(n.code);
+  AxisSplit ax(s.at(0), n.axis);
+  DType t = n.dtype;
+  for (int64_t o = 0; o < ax.outer; ++o)
+    for (int64_t i = 0; i < ax.inner; ++i) {
+      float facc = 0;
+      uint32_t iacc = 0;
+      double m = is_float(t) ? -std::numeric_limits<double>::infinity()
+                 : t == DType::I32 ? std::numeric_limits<int32_t>::min() : 0;
+      for (int64_t k = 0; k < ax.len; ++k) {
+        int64_t z = (o * ax.len + k) * ax.inner + i;
+        double v = eval_fused(p, [&](int slot) { return in[slot](z); });
+        if (is_sum) {
+          if (is_float(t)) facc += static_cast<float>(v);
+          else iacc += static_cast<uint32_t>(static_cast<int32_t>(v));
+        } else if (std::isnan(v) || v > m || std::isnan(m)) {
+          m = std::isnan(m) ? m : v;
+        }
+      }
+      double r = is_sum ? (is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc))) : m;
+      out.set(static_cast<size_t>(o * ax.inner + i), r);
+    }
+}
+
 }  // namespace
 
 void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& in_shapes,
@@ -89,7 +149,11 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "Matmul") return matmul(n, in, in_shapes, out);
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
-  throw Error("kernel '" + n.kernel + "' has no reference implementation (known: Matmul, Softmax, RMSNorm)");
+  if (n.kernel == "Fused") return fused(n, in, out);
+  if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
+  if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
+  throw Error("kernel '" + n.kernel +
+              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

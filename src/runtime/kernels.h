@@ -5,10 +5,16 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
+#include "graph/fused_program.h"
 #include "graph/graph.h"
 #include "runtime/reader.h"
 
 namespace luminal {
+
+// Evaluates a fused program for one element; load(i) reads input i.
+double eval_fused(const FusedProgram& p, const std::function<double(int)>& load);
 
 // Fills `out` (already shaped) for kernel node `n` reading `in`; `in_shapes` are the concrete
 // shapes of the input views. Throws Error for an unknown kernel name.

@@ -1,0 +1,139 @@
+// The fusion pass: adds, next to each elementwise node, a Fused kernel that computes the node
+// together with the elementwise nodes feeding it (through no view, up to a size limit), and
+// next to each reduction a FusedSum/FusedMax with its elementwise prologue inlined. The
+// originals stay in their classes, so extraction and search choose between fused and unfused.
+#include <unordered_map>
+
+#include "core/error.h"
+#include "egraph/fusion.h"
+#include "graph/fused_program.h"
+
+namespace luminal {
+namespace {
+
+constexpr int kMaxInstrs = 24;
+constexpr int kMaxInputs = 8;
+
+bool elementwise(const EGraph& g, const ENode& n) {
+  const OpInfo& op = g.ops().info(n.op);
+  return op.primitive && (is_unary(op.kind) || is_binary(op.kind) || op.kind == OpKind::Cast);
+}
+
+struct Builder {
+  const EGraph& g;
+  FusedProgram prog;
+  std::vector<ClassId> inputs;
+  std::unordered_map<ClassId, int> operand_of;  // class -> operand index already emitted
+  std::unordered_map<ClassId, bool> visiting;    // on the current path: a cycle, so an input
+
+  // The first elementwise primitive node of a class, if any.
+  const ENode* elementwise_node(ClassId c) const {
+    for (const ENode& n : g.eclass(c).nodes)
+      if (elementwise(g, n)) return &n;
+    return nullptr;
+  }
+
+  // A rank-0 Constant read through an unmasked broadcast: a constant instruction.
+  std::optional<float> broadcast_constant(ClassId c) const {
+    for (const ENode& n : g.eclass(c).nodes) {
+      if (n.op != g.ops().view() || g.attr(n).view->has_mask()) continue;
+      for (const ENode& k : g.eclass(n.kids[0]).nodes)
+        if (k.op == g.ops().primitive(OpKind::Constant)) return static_cast<float>(g.attr(k).number);
+    }
+    return std::nullopt;
+  }
+
+  // Emits class c as an operand: inlined when elementwise and budget remains, else an input.
+  // Operand indices count inputs first; they are renumbered in finish().
+  int emit(ClassId c, bool root) {
+    c = g.find(c);
+    if (auto it = operand_of.find(c); it != operand_of.end()) return it->second;
+    int r;
+    const ENode* n = visiting[c] ? nullptr : elementwise_node(c);
+    visiting[c] = true;
+    std::optional<float> k = root ? std::nullopt : broadcast_constant(c);
+    if (k) {
+      FusedInstr in;
+      in.value = *k;
+      in.dtype = g.info(c).dtype;
+      prog.instrs.push_back(in);
+      r = kInstr + static_cast<int>(prog.instrs.size()) - 1;
+    } else if (n && (root || static_cast<int>(prog.instrs.size()) < kMaxInstrs)) {
+      const OpInfo& op = g.ops().info(n->op);
+      FusedInstr in;
+      in.op = static_cast<int>(op.kind);
+      in.dtype = g.info(c).dtype;
+      in.a = emit(n->kids[0], false);
+      if (n->kids.size() > 1) in.b = emit(n->kids[1], false);
+      in.in_dtype = g.info(n->kids[0]).dtype;
+      prog.instrs.push_back(in);
+      r = kInstr + static_cast<int>(prog.instrs.size()) - 1;
+    } else {
+      inputs.push_back(c);
+      r = static_cast<int>(inputs.size()) - 1;
+    }
+    visiting[c] = false;
+    operand_of[c] = r;
+    return r;
+  }
+
+  // Final numbering: inputs 0..n-1, then instructions.
+  bool finish() {
+    if (static_cast<int>(inputs.size()) > kMaxInputs) return false;
+    int n = static_cast<int>(inputs.size());
+    auto fix = [&](int& o) {
+      if (o >= kInstr) o = n + (o - kInstr);
+    };
+    for (FusedInstr& in : prog.instrs)
+      if (in.op != FusedInstr::kConst) {
+        fix(in.a);
+        if (in.b >= 0) fix(in.b);
+      }
+    prog.n_inputs = n;
+    return true;
+  }
+
+  static constexpr int kInstr = 1 << 20;  // marks an instruction operand before renumbering
+};
+
+}  // namespace
+
+size_t fuse_elementwise(EGraph& g) {
+  OpId fused = g.ops().add("Fused", -1);
+  OpId fused_sum = g.ops().add("FusedSum", -1);
+  OpId fused_max = g.ops().add("FusedMax", -1);
+  size_t added = 0;
+  std::vector<std::pair<ClassId, ENode>> todo;
+  for (ClassId c : g.class_ids()) {
+    for (const ENode& n : g.eclass(c).nodes) {
+      const OpInfo& op = g.ops().info(n.op);
+      bool reduce = op.primitive && is_reduce(op.kind);
+      if (!elementwise(g, n) && !reduce) continue;
+      Builder b{g, {}, {}, {}};
+      if (reduce) {
+        if (!b.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
+        b.emit(n.kids[0], true);
+      } else {
+        b.emit(c, true);
+      }
+      if (b.prog.instrs.size() < 2 || !b.finish()) continue;  // a single op gains nothing
+      bool cyclic = false;
+      for (ClassId in : b.inputs) cyclic = cyclic || g.find(in) == g.find(c);
+      if (cyclic) continue;
+      Attr a;
+      a.code = b.prog.encode();
+      if (reduce) a.axis = g.attr(n).axis;
+      OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
+      todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
+      break;  // one fused form per class
+    }
+  }
+  for (auto& [c, node] : todo) {
+    ClassId made = g.add(node, g.info(c));
+    if (g.merge(c, made, "fusion")) ++added;
+  }
+  g.rebuild();
+  return added;
+}
+
+}  // namespace luminal

@@ -1,0 +1,93 @@
+// Fusion: chains and trees of elementwise ops become one Fused kernel, reductions take their
+// elementwise prologue, and fused plans compute bit for bit what the unfused graph computes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "compiler/compile.h"
+#include "core/error.h"
+#include "frontend/ops.h"
+#include "graph/fused_program.h"
+#include "runtime/interpreter.h"
+
+using namespace luminal;
+
+namespace {
+
+std::vector<const Node*> kernels(const Graph& plan, const std::string& name) {
+  std::vector<const Node*> r;
+  for (const Node& n : plan.nodes())
+    if (n.op == OpKind::Kernel && n.kernel == name) r.push_back(&n);
+  return r;
+}
+
+void expect_bit_identical(const Graph& g, const Graph& plan, const std::vector<int64_t>& shape) {
+  Interpreter a(g), b(plan);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> val(-3, 3);
+  for (NodeId id : g.inputs()) {
+    Buffer buf(g.node(id).dtype, shape);
+    for (size_t i = 0; i < buf.numel(); ++i) buf.set(i, val(rng));
+    a.set_input(g.node(id).name, buf);
+    b.set_input(g.node(id).name, buf);
+  }
+  a.run();
+  b.run();
+  for (NodeId id : g.outputs()) {
+    std::vector<float> x = a.output_f32(g.node(id).name), y = b.output_f32(g.node(id).name);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(std::memcmp(&x[i], &y[i], 4), 0) << i << ": " << x[i] << " vs " << y[i];
+  }
+}
+
+}  // namespace
+
+TEST(Fusion, ElementwiseTreeBecomesOneKernel) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("n"), 8});
+  Tensor y = input(g, "y", DType::F32, {Expr::var("n"), 8});
+  (silu(x) * y + sqrt(x * x + 1.0)).output("z");
+  CompileResult r = compile(g);
+  auto fused = kernels(r.plan, "Fused");
+  ASSERT_EQ(fused.size(), 1u) << r.plan.dump();
+  EXPECT_EQ(fused[0]->inputs.size(), 2u);  // x and y; constants live in the program
+  FusedProgram p = FusedProgram::decode(fused[0]->code);
+  EXPECT_GE(p.instrs.size(), 8u);
+  expect_bit_identical(g, r.plan, {5, 8});
+}
+
+TEST(Fusion, ReductionTakesItsPrologue) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {4, 6});
+  sum(exp(x) * 0.5, {1}).output("s");
+  max(x * x - 2.0, {0}).output("m");
+  CompileResult r = compile(g);
+  EXPECT_EQ(kernels(r.plan, "FusedSum").size(), 1u) << r.plan.dump();
+  EXPECT_EQ(kernels(r.plan, "FusedMax").size(), 1u) << r.plan.dump();
+  expect_bit_identical(g, r.plan, {4, 6});
+}
+
+TEST(Fusion, MixedDtypesKeepTheirRounding) {
+  Graph g;
+  Tensor x = input(g, "x", DType::BF16, {16});
+  Tensor i = cast(cast(x, DType::F32) * 100.0, DType::I32);
+  (cast(i, DType::F32) + cast(x, DType::F32) / 3.0).output("y");
+  CompileResult r = compile(g);
+  EXPECT_FALSE(kernels(r.plan, "Fused").empty());
+  expect_bit_identical(g, r.plan, {16});
+}
+
+TEST(Fusion, ProgramsRoundTripAndRejectDamage) {
+  FusedProgram p;
+  p.n_inputs = 1;
+  p.instrs.push_back({static_cast<int>(OpKind::Exp2), DType::F32, DType::F32, 0, -1, 0});
+  p.instrs.push_back({FusedInstr::kConst, DType::F32, DType::F32, -1, -1, 2.5f});
+  p.instrs.push_back({static_cast<int>(OpKind::Mul), DType::F32, DType::F32, 1, 2, 0});
+  FusedProgram q = FusedProgram::decode(p.encode());
+  EXPECT_EQ(q.encode(), p.encode());
+  std::vector<int64_t> bad = p.encode();
+  bad[2 + 6 * 2 + 3] = 7;  // the Mul reads an operand that does not exist yet
+  EXPECT_THROW(FusedProgram::decode(bad), Error);
+  EXPECT_THROW(FusedProgram::decode({1}), Error);
+}
