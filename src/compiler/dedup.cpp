@@ -196,59 +196,65 @@ struct Stitcher {
   const Graph& outer_plan;
   std::vector<std::unordered_map<NodeId, NodeId>> ext;  // per copy: copy-0 source -> copy-k source
   Graph f;
-  std::map<std::pair<int, NodeId>, NodeId> memo;  // (instance: -1 outer, k block copy, plan node)
+  // (instance: -1 outer, k block copy; plan node) -> how the final graph reads its value
+  std::map<std::pair<int, NodeId>, Edge> memo;
   std::map<std::string, NodeId> inputs;
 
   const Graph& plan(int inst) const { return inst < 0 ? outer_plan : block_plan; }
 
-  NodeId real_input(const Node& n) {
+  Edge whole(NodeId id) { return {id, View::contiguous(f.node(id).shape)}; }
+
+  Edge real_input(const Node& n) {
     auto it = inputs.find(n.name);
-    if (it != inputs.end()) return it->second;
-    return inputs[n.name] = f.input(n.name, n.dtype, n.shape);
+    if (it == inputs.end()) it = inputs.emplace(n.name, f.input(n.name, n.dtype, n.shape)).first;
+    return whole(it->second);
   }
 
-  // The value an Output of a plan instance exposes, as a contiguous node of the final graph.
-  NodeId exported(int inst, const std::string& name) {
+  // Reads `base` through `view` (a consumer's view of a value that is itself a view): one
+  // composed view, or a materialised copy when the two pad with different values.
+  Edge through(const Edge& base, const View& view) {
+    if (std::optional<View> v = base.view.compose(view)) return {base.src, *v};
+    NodeId one = f.constant(1.0f);
+    NodeId copy = f.binary(OpKind::Mul, base, {one, View().broadcast_to(base.view.shape())});
+    return {copy, *View::contiguous(base.view.shape()).compose(view)};
+  }
+
+  // The value an Output of a plan instance exposes (its edge, no copy).
+  Edge exported(int inst, const std::string& name) {
     const Graph& pl = plan(inst);
     const Edge& e = pl.node(pl.find_output(name)).inputs[0];
-    NodeId src = get(inst, e.src);
-    bool whole = e.view.is_contiguous() && e.view.shape().size() == f.node(src).shape.size();
-    for (size_t d = 0; whole && d < e.view.shape().size(); ++d) whole = provably_equal(e.view.shape()[d], f.node(src).shape[d]);
-    if (whole) return src;
-    NodeId one = f.constant(1.0f);
-    return f.binary(OpKind::Mul, {src, e.view}, {one, View().broadcast_to(e.view.shape())});
+    return through(get(inst, e.src), e.view);
   }
 
-  NodeId source_for(int inst, NodeId orig) {  // an original-graph node, seen from a block copy
+  Edge source_for(NodeId orig) {  // an original-graph node, seen from a block copy
     const Node& n = g.node(orig);
     size_t b;
     if (n.op == OpKind::Input) return real_input(n);
-    if (rb.in_block(orig, &b) && !(n.op == OpKind::Output))
+    if (rb.in_block(orig, &b) && n.op != OpKind::Output)
       return exported(static_cast<int>(b), "__out_" + std::to_string((orig - rb.start) % rb.period));
-    (void)inst;
     return exported(-1, "__outer_" + std::to_string(orig));
   }
 
-  NodeId get(int inst, NodeId id) {
+  Edge get(int inst, NodeId id) {
     auto key = std::make_pair(inst, id);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     const Node& n = plan(inst).node(id);
-    NodeId r;
+    Edge r;
     if (n.op == OpKind::Input && n.name.rfind("__blk_", 0) == 0) {
       size_t k, p;
       std::sscanf(n.name.c_str(), "__blk_%zu_%zu", &k, &p);
       r = exported(static_cast<int>(k), "__out_" + std::to_string(p));
     } else if (n.op == OpKind::Input && n.name.rfind("__ext_", 0) == 0) {
       NodeId s0 = static_cast<NodeId>(std::stoul(n.name.substr(6)));
-      r = source_for(inst, inst == 0 ? s0 : ext[inst].at(s0));
+      r = source_for(inst == 0 ? s0 : ext[inst].at(s0));
     } else if (n.op == OpKind::Input) {
       r = real_input(n);
     } else {
       std::vector<Edge> ins;
-      for (const Edge& e : n.inputs) ins.push_back({get(inst, e.src), e.view});
-      r = f.add_like(n, ins);
+      for (const Edge& e : n.inputs) ins.push_back(through(get(inst, e.src), e.view));
+      r = whole(f.add_like(n, ins));
     }
-    memo[key] = r;
+    memo.emplace(key, r);
     return r;
   }
 };
@@ -267,7 +273,7 @@ Graph stitch_blocks(const Graph& g, const RepeatedBlocks& rb, const Graph& block
   for (NodeId id : outer_plan.outputs()) {
     const Node& n = outer_plan.node(id);
     if (n.name.rfind("__outer_", 0) == 0) continue;
-    st.f.output(n.name, {st.get(-1, n.inputs[0].src), n.inputs[0].view});
+    st.f.output(n.name, st.through(st.get(-1, n.inputs[0].src), n.inputs[0].view));
   }
   return std::move(st.f);
 }

@@ -1,6 +1,8 @@
 #include "egraph/extract.h"
 
+#include <algorithm>
 #include <cmath>
+#include <queue>
 #include <limits>
 
 #include "core/error.h"
@@ -39,22 +41,45 @@ double CostModel::node_cost(const EGraph& eg, const ENode& n, const TensorInfo& 
 }
 
 Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
-  const double inf = std::numeric_limits<double>::infinity();
+  // Knuth's generalisation of Dijkstra: with positive costs, a class's cheapest tree is final
+  // once it is the cheapest candidate left. A node becomes a candidate when all its children are
+  // final. Each node is touched once per child: O(E log E), whatever the e-graph's depth.
+  struct Candidate {
+    double cost;
+    ClassId cls;
+    const ENode* node;
+    bool operator>(const Candidate& o) const { return cost > o.cost; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   std::unordered_map<ClassId, double> best;
+  std::unordered_map<ENode, std::pair<int, const ENode*>, ENodeHash> waiting;  // children not final yet
   Choice choice;
-  std::vector<ClassId> ids = eg.class_ids();
-  for (ClassId c : ids) best[c] = inf;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (ClassId c : ids) {
-      for (const ENode& n : eg.eclass(c).nodes) {
-        double cost = cm.node_cost(eg, n, eg.info(c));
-        for (ClassId k : n.kids) cost += best[eg.find(k)];
-        if (cost < best[c]) {
-          best[c] = cost;
-          choice[c] = n;
-          changed = true;
-        }
+  auto push = [&](ClassId c, const ENode& n) {
+    double cost = cm.node_cost(eg, n, eg.info(c));
+    for (ClassId k : n.kids) cost += best.at(eg.find(k));
+    heap.push({cost, c, &n});
+  };
+  for (ClassId c : eg.class_ids())
+    for (const ENode& n : eg.eclass(c).nodes) {
+      std::vector<ClassId> kids;
+      for (ClassId k : n.kids) kids.push_back(eg.find(k));
+      std::sort(kids.begin(), kids.end());
+      int distinct = static_cast<int>(std::unique(kids.begin(), kids.end()) - kids.begin());
+      if (distinct == 0) push(c, n);
+      else waiting[n] = {distinct, &n};
+    }
+  while (!heap.empty()) {
+    Candidate top = heap.top();
+    heap.pop();
+    if (best.count(top.cls)) continue;
+    best[top.cls] = top.cost;
+    choice[top.cls] = *top.node;
+    for (const auto& [pnode, pclass] : eg.eclass(top.cls).parents) {
+      auto it = waiting.find(pnode);
+      if (it == waiting.end() || it->second.first <= 0) continue;
+      if (--it->second.first == 0) {
+        ClassId p = eg.find(pclass);
+        if (!best.count(p)) push(p, *it->second.second);
       }
     }
   }
