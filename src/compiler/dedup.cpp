@@ -40,6 +40,17 @@ uint64_t local_hash(const Graph& g, NodeId id) {
 
 bool outside_blocks(const Node& n) { return n.op == OpKind::Input || n.op == OpKind::Output; }
 
+// Placeholder inputs standing for values computed elsewhere, made once per name.
+struct Placeholders {
+  Graph& g;
+  std::unordered_map<std::string, NodeId> ids;
+  NodeId get(const std::string& name, const Node& like) {
+    auto it = ids.find(name);
+    if (it == ids.end()) it = ids.emplace(name, g.input(name, like.dtype, like.shape)).first;
+    return it->second;
+  }
+};
+
 // For copy k: the external source in copy k for each external source of copy 0, or nullopt
 // if copy k is not wired like copy 0.
 std::optional<std::unordered_map<NodeId, NodeId>> external_map(const Graph& g, const RepeatedBlocks& rb, size_t k) {
@@ -130,6 +141,7 @@ BlockSplit split_blocks(const Graph& g, const RepeatedBlocks& rb) {
     }
   }
   // The template: copy 0 with its outside world replaced by placeholders.
+  Placeholders block_inputs{out.block, {}}, outer_inputs{out.outer, {}};
   std::unordered_map<NodeId, NodeId> in_block;
   for (size_t i = 0; i < p; ++i) {
     NodeId id = static_cast<NodeId>(s + i);
@@ -142,14 +154,7 @@ BlockSplit split_blocks(const Graph& g, const RepeatedBlocks& rb) {
         ins.push_back({in_block.at(e.src), e.view});
         continue;
       }
-      std::string name = "__ext_" + std::to_string(e.src);
-      NodeId ph;
-      try {
-        ph = out.block.find_input(name);
-      } catch (const Error&) {
-        ph = out.block.input(name, g.node(e.src).dtype, g.node(e.src).shape);
-      }
-      ins.push_back({ph, e.view});
+      ins.push_back({block_inputs.get("__ext_" + std::to_string(e.src), g.node(e.src)), e.view});
     }
     in_block[id] = out.block.add_like(n, ins);
   }
@@ -169,13 +174,7 @@ BlockSplit split_blocks(const Graph& g, const RepeatedBlocks& rb) {
       size_t bs;
       if (rb.in_block(e.src, &bs) && !outside_blocks(g.node(e.src))) {
         std::string name = "__blk_" + std::to_string(bs) + "_" + std::to_string((e.src - s) % p);
-        NodeId ph;
-        try {
-          ph = out.outer.find_input(name);
-        } catch (const Error&) {
-          ph = out.outer.input(name, g.node(e.src).dtype, g.node(e.src).shape);
-        }
-        ins.push_back({ph, e.view});
+        ins.push_back({outer_inputs.get(name, g.node(e.src)), e.view});
       } else {
         ins.push_back({outer.at(e.src), e.view});
       }

@@ -19,19 +19,16 @@ void run_ruleset(EGraph& g, const Ruleset& rs, int iterations, const RuleFunctio
                  RunReport& report) {
   auto start = Clock::now();
   double budget_ms = limits.max_seconds * 1000.0 - report.seconds * 1000.0;
-  std::vector<RuleStats*> stats;
-  for (const Rule& r : rs.rules) {
-    auto it = std::find_if(report.rules.begin(), report.rules.end(),
-                           [&](const RuleStats& s) { return s.rule == r.name && s.ruleset == rs.name; });
-    if (it == report.rules.end()) {
-      report.rules.push_back({r.name, rs.name});
-      it = report.rules.end() - 1;
-    }
-    (void)it;
-  }
+  // One stats row per rule, shared across schedule steps that run the same ruleset. Rows are
+  // all added before pointers are taken, since adding may reallocate.
+  auto row = [&](const Rule& r) {
+    return std::find_if(report.rules.begin(), report.rules.end(),
+                        [&](const RuleStats& s) { return s.rule == r.name && s.ruleset == rs.name; });
+  };
   for (const Rule& r : rs.rules)
-    for (RuleStats& s : report.rules)
-      if (s.rule == r.name && s.ruleset == rs.name) stats.push_back(&s);
+    if (row(r) == report.rules.end()) report.rules.push_back({r.name, rs.name});
+  std::vector<RuleStats*> stats;
+  for (const Rule& r : rs.rules) stats.push_back(&*row(r));
 
   std::vector<int> banned_until(rs.rules.size(), 0);
   int max_iter = iterations > 0 ? iterations : limits.max_iterations;

@@ -6,22 +6,8 @@
 
 namespace luminal {
 
-static const char* sexpr_op(ExprKind k) {
-  switch (k) {
-    case ExprKind::Add: return "+";
-    case ExprKind::Mul: return "*";
-    case ExprKind::FloorDiv: return "//";
-    case ExprKind::CeilDiv: return "ceildiv";
-    case ExprKind::Mod: return "%";
-    case ExprKind::Min: return "min";
-    case ExprKind::Max: return "max";
-    case ExprKind::Lt: return "<";
-    case ExprKind::Ge: return ">=";
-    case ExprKind::And: return "and";
-    case ExprKind::Or: return "or";
-    default: return "?";
-  }
-}
+// Operators print as in to_string (expr_kind_name): "+", "//", "min", "&&", ...
+static const char* sexpr_op(ExprKind k) { return expr_kind_name(k); }
 
 std::string Expr::to_sexpr() const {
   switch (kind()) {
