@@ -48,6 +48,19 @@ BuilderFn fold2(float (*f)(float, float)) {
   };
 }
 
+// Whether s2, p1, p2 are the views the frontend builds for rotate_half(x) = concat(-x2, x1)
+// when x is read through view `x`: x2 = x[.., d/2:], -x2 padded after by d/2, x1 = x[.., :d/2]
+// padded before by d - d/2 (concat pads with -0).
+bool rotate_half_views(const View& x, const View& s2, const View& p1, const View& p2) {
+  if (x.rank() == 0) return false;
+  size_t last = x.rank() - 1;
+  Expr d = x.shape()[last], half = d / 2;
+  std::vector<Expr> half_shape = x.shape();
+  half_shape[last] = d - half;
+  return s2 == x.slice(last, half, d) && p1 == View::contiguous(half_shape).pad(last, 0, half, -0.0f) &&
+         p2 == x.slice(last, 0, half).pad(last, d - half, 0, -0.0f);
+}
+
 }  // namespace
 
 RuleFunctions::RuleFunctions() {
@@ -110,6 +123,15 @@ RuleFunctions::RuleFunctions() {
     size_t axis = static_cast<size_t>(attr_arg(m, a[2]).axis);
     return iota.exprs.size() == 2 && axis < x.shape.size() && iota.exprs[1].is_const(1) &&
            provably_equal(iota.exprs[0], x.shape[axis]);
+  });
+  // The three views of the frontend's rotate_half(x) = concat(-x2, x1) on the last axis:
+  // x2 = x[.., d/2:], -x2 padded after by d/2, x1 = x[.., :d/2] padded before by d - d/2.
+  add_guard("rotate_half_views", 4, [](const MatchContext& m, const std::vector<Arg>& a) {
+    View x = View::contiguous(m.g.info(class_arg(m, a[3])).shape);
+    return rotate_half_views(x, view_arg(m, a[0]), view_arg(m, a[1]), view_arg(m, a[2]));
+  });
+  add_guard("rotate_half_of_view", 4, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return rotate_half_views(view_arg(m, a[0]), view_arg(m, a[1]), view_arg(m, a[2]), view_arg(m, a[3]));
   });
   add_builder("drop_dim", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
     const View& v = view_arg(m, a[0]);

@@ -142,6 +142,20 @@ void fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
     }
 }
 
+// x * cos + rotate_half(x) * sin on the last axis, rounding like the unfused ops: rotate_half
+// is exact (-x2 + -0 and -0 + x1), the products and the sum round to f32.
+void rotary(const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  int64_t d = s.at(0).back(), half = d / 2;
+  for (size_t z = 0; z < out.numel(); ++z) {
+    int64_t j = static_cast<int64_t>(z) % d, row = static_cast<int64_t>(z) - j;
+    float x = static_cast<float>(in[0](static_cast<int64_t>(z)));
+    float rot = j < d - half ? -static_cast<float>(in[0](row + j + half)) : static_cast<float>(in[0](row + j - (d - half)));
+    float a = x * static_cast<float>(in[1](static_cast<int64_t>(z)));
+    float b = rot * static_cast<float>(in[2](static_cast<int64_t>(z)));
+    out.set(z, a + b);
+  }
+}
+
 }  // namespace
 
 void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& in_shapes,
@@ -149,11 +163,12 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "Matmul") return matmul(n, in, in_shapes, out);
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
+  if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
   if (n.kernel == "Fused") return fused(n, in, out);
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

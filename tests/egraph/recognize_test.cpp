@@ -103,3 +103,26 @@ TEST(Recognize, LookalikesAreNotRecognised) {
   check(g, "Softmax", 0);
   check(g, "RMSNorm", 0);
 }
+
+TEST(Recognize, RotaryEmbeddingRotateHalf) {
+  Graph g;
+  Expr s = Expr::var("s");
+  Tensor x = input(g, "x", DType::F32, {2, s, 8});
+  Tensor c = input(g, "cos", DType::F32, {s, 8});
+  Tensor sn = input(g, "sin", DType::F32, {s, 8});
+  Tensor x1 = slice(x, -1, 0, 4), x2 = slice(x, -1, 4, 8);
+  (x * c + concat({neg(x2), x1}, -1) * sn).output("y");
+  // rotate_half the other way round is a different function: not a Rotary.
+  (x * c + concat({x2, neg(x1)}, -1) * sn).output("not_rope");
+  check(g, "Rotary", 1, {{"s", 3}});
+}
+
+TEST(Recognize, RotaryOfAPermutedView) {
+  Graph g;
+  Expr s = Expr::var("s");
+  Tensor x = permute(input(g, "x", DType::F32, {s, 2, 8}), {1, 0, 2});  // heads out of a projection
+  Tensor c = input(g, "cos", DType::F32, {s, 8});
+  Tensor sn = input(g, "sin", DType::F32, {s, 8});
+  (x * c + concat({neg(slice(x, -1, 4, 8)), slice(x, -1, 0, 4)}, -1) * sn).output("y");
+  check(g, "Rotary", 1, {{"s", 2}});
+}
