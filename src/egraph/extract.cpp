@@ -52,7 +52,10 @@ Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   std::unordered_map<ClassId, double> best;
-  std::unordered_map<ENode, std::pair<int, const ENode*>, ENodeHash> waiting;  // children not final yet
+  // Per node: its children that are not final yet. Parent lists can hold stale (pre-merge)
+  // copies of a node, so parents are canonicalised before lookup and a child is crossed off at
+  // most once.
+  std::unordered_map<ENode, std::pair<std::vector<ClassId>, const ENode*>, ENodeHash> waiting;
   Choice choice;
   auto push = [&](ClassId c, const ENode& n) {
     double cost = cm.node_cost(eg, n, eg.info(c));
@@ -64,9 +67,9 @@ Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
       std::vector<ClassId> kids;
       for (ClassId k : n.kids) kids.push_back(eg.find(k));
       std::sort(kids.begin(), kids.end());
-      int distinct = static_cast<int>(std::unique(kids.begin(), kids.end()) - kids.begin());
-      if (distinct == 0) push(c, n);
-      else waiting[n] = {distinct, &n};
+      kids.erase(std::unique(kids.begin(), kids.end()), kids.end());
+      if (kids.empty()) push(c, n);
+      else waiting[n] = {std::move(kids), &n};
     }
   while (!heap.empty()) {
     Candidate top = heap.top();
@@ -75,9 +78,15 @@ Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
     best[top.cls] = top.cost;
     choice[top.cls] = *top.node;
     for (const auto& [pnode, pclass] : eg.eclass(top.cls).parents) {
-      auto it = waiting.find(pnode);
-      if (it == waiting.end() || it->second.first <= 0) continue;
-      if (--it->second.first == 0) {
+      ENode canon = pnode;
+      for (ClassId& k : canon.kids) k = eg.find(k);
+      auto it = waiting.find(canon);
+      if (it == waiting.end()) continue;
+      std::vector<ClassId>& pending = it->second.first;
+      auto pos = std::find(pending.begin(), pending.end(), top.cls);
+      if (pos == pending.end()) continue;
+      pending.erase(pos);
+      if (pending.empty()) {
         ClassId p = eg.find(pclass);
         if (!best.count(p)) push(p, *it->second.second);
       }

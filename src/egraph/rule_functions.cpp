@@ -133,6 +133,31 @@ RuleFunctions::RuleFunctions() {
   add_guard("rotate_half_of_view", 4, [](const MatchContext& m, const std::vector<Arg>& a) {
     return rotate_half_views(view_arg(m, a[0]), view_arg(m, a[1]), view_arg(m, a[2]), view_arg(m, a[3]));
   });
+  // Iota(z, n) with n from the count Iota(n, 1): the identity index of a select.
+  add_guard("select_index", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const Attr& i = attr_arg(m, a[0]);
+    const Attr& n = attr_arg(m, a[1]);
+    return i.exprs.size() == 2 && n.exprs.size() == 2 && i.exprs[0] == Expr::index() && n.exprs[1].is_const(1) &&
+           provably_equal(i.exprs[1], n.exprs[0]);
+  });
+  // Two flat views of length 2n padded so the first holds [0, n) and the second [n, 2n).
+  add_guard("concat_halves", 3, [](const MatchContext& m, const std::vector<Arg>& a) {
+    Expr n = attr_arg(m, a[2]).exprs.at(0);
+    auto half = [&](const View& v, int part) {
+      const ViewLayer& t = v.layers().back();
+      return v.rank() == 1 && provably_equal(t.shape[0], n * 2) && provably_equal(t.mask_lo[0], n * part) &&
+             provably_equal(t.mask_hi[0], n * (part + 1));
+    };
+    return half(view_arg(m, a[0]), 0) && half(view_arg(m, a[1]), 1);
+  });
+  // The part of a concatenation's padded view that holds real data: [part*n, (part+1)*n).
+  add_builder("concat_part", 3, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
+    Expr n = attr_arg(m, a[1]).exprs.at(0);
+    int64_t part = static_cast<int64_t>(a[2].number);
+    Attr r;
+    r.view = view_arg(m, a[0]).slice(0, n * part, n * (part + 1));
+    return r;
+  });
   add_builder("drop_dim", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
     const View& v = view_arg(m, a[0]);
     int64_t axis = static_cast<int64_t>(a[1].number);

@@ -164,11 +164,18 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
+  if (n.kernel == "Where") {
+    for (size_t z = 0; z < out.numel(); ++z) {
+      int64_t i = static_cast<int64_t>(z);
+      out.set(z, in[0](i) != 0 ? in[1](i) : in[2](i));
+    }
+    return;
+  }
   if (n.kernel == "Fused") return fused(n, in, out);
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Where, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

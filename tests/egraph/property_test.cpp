@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -21,7 +22,9 @@ Tensor random_op(std::mt19937& rng, std::vector<Tensor>& pool) {
   auto pick = [&]() { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   Tensor a = pick(), b = pick();
   Graph& g = *a.graph();
-  switch (std::uniform_int_distribution<int>(0, 19)(rng)) {
+  switch (std::uniform_int_distribution<int>(0, 21)(rng)) {
+    case 20: return where(lt(a, b), a * 2.0, b);
+    case 21: return where(gt(a, full(g, kShape, 0.5)), -std::numeric_limits<double>::infinity(), a) + b;
     case 16: return matmul(matmul(a, transpose(b, 0, 1)), a) * 0.25;  // [3,3] @ [3,4]
     case 17: return softmax(a, -1) + b;
     case 18: return rms_norm(a, std::nullopt, 1e-5) * b;

@@ -2,6 +2,7 @@
 // frontend can produce, and the kernel plan computes what the graph computes.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "compiler/compile.h"
@@ -125,4 +126,13 @@ TEST(Recognize, RotaryOfAPermutedView) {
   Tensor sn = input(g, "sin", DType::F32, {s, 8});
   (x * c + concat({neg(slice(x, -1, 4, 8)), slice(x, -1, 0, 4)}, -1) * sn).output("y");
   check(g, "Rotary", 1, {{"s", 2}});
+}
+
+TEST(Recognize, WhereIsOneSelect) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {3, Expr::var("n")});
+  Tensor m = input(g, "m", DType::Bool, {Expr::var("n")});
+  where(m, x, -std::numeric_limits<double>::infinity()).output("masked");  // broadcast condition
+  where(gt(x, scalar_like(x, 0.0)), x * 2.0, x).output("leaky");
+  check(g, "Where", 2, {{"n", 4}});
 }
