@@ -7,7 +7,7 @@
 
 #include "compiler/compile.h"
 #include "frontend/ops.h"
-#include "runtime/interpreter.h"
+#include "plan_check.h"
 
 using namespace luminal;
 
@@ -23,25 +23,7 @@ int count_kernels(const Graph& plan, const std::string& name) {
 void check(const Graph& g, const std::string& kernel, int expected, const DimMap& dims = {}) {
   CompileResult r = compile(g);
   EXPECT_EQ(count_kernels(r.plan, kernel), expected) << r.plan.dump();
-  Interpreter a(g), b(r.plan);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> val(-2, 2);
-  for (NodeId id : g.inputs()) {
-    const Node& n = g.node(id);
-    std::vector<int64_t> shape;
-    for (const Expr& e : n.shape) shape.push_back(e.eval(dims));
-    Buffer buf(n.dtype, shape);
-    for (size_t i = 0; i < buf.numel(); ++i) buf.set(i, val(rng));
-    a.set_input(n.name, buf);
-    b.set_input(n.name, buf);
-  }
-  a.run();
-  b.run();
-  for (NodeId id : g.outputs()) {
-    std::vector<float> x = a.output_f32(g.node(id).name), y = b.output_f32(g.node(id).name);
-    ASSERT_EQ(x.size(), y.size());
-    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5 + 1e-5 * std::fabs(x[i]));
-  }
+  plancheck::expect_same_outputs(g, r.plan, dims, 1e-5);
 }
 
 }  // namespace
