@@ -156,6 +156,26 @@ void rotary(const std::vector<Reader>& in, const std::vector<std::vector<int64_t
   }
 }
 
+// softmax(where(mask, scale * (q @ kt), -inf)) @ v, step by step with the kernels above, so it
+// rounds exactly like the unfused plan.
+void attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  std::vector<int64_t> score_shape = s[0];
+  score_shape.back() = s[1].back();  // [.., seq, keys]
+  Buffer scores(DType::F32, score_shape);
+  matmul(n, {in[0], in[1]}, {s[0], s[1]}, scores);
+  for (size_t z = 0; z < scores.numel(); ++z) {
+    float scaled = static_cast<float>(scores.get(z)) * n.constant;
+    scores.set(z, in[3](static_cast<int64_t>(z)) != 0 ? scaled : -std::numeric_limits<float>::infinity());
+  }
+  std::vector<Expr> shape_exprs;
+  for (int64_t d : score_shape) shape_exprs.push_back(Expr(d));
+  Buffer probs(DType::F32, score_shape);
+  Node soft = n;
+  soft.axis = score_shape.size() - 1;
+  softmax(soft, {Reader(scores, View::contiguous(shape_exprs), {})}, {score_shape}, probs);
+  matmul(n, {Reader(probs, View::contiguous(shape_exprs), {}), in[2]}, {score_shape, s[2]}, out);
+}
+
 }  // namespace
 
 void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& in_shapes,
@@ -164,6 +184,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
+  if (n.kernel == "Attention") return attention(n, in, in_shapes, out);
   if (n.kernel == "Where") {
     for (size_t z = 0; z < out.numel(); ++z) {
       int64_t i = static_cast<int64_t>(z);
@@ -175,7 +196,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Where, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

@@ -22,7 +22,12 @@ Tensor random_op(std::mt19937& rng, std::vector<Tensor>& pool) {
   auto pick = [&]() { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   Tensor a = pick(), b = pick();
   Graph& g = *a.graph();
-  switch (std::uniform_int_distribution<int>(0, 21)(rng)) {
+  switch (std::uniform_int_distribution<int>(0, 22)(rng)) {
+    case 22: {  // masked attention: [3,3] scores over a, b
+      Tensor s = matmul(a, transpose(b, 0, 1)) * 0.5;
+      Tensor mask = lt(matmul(b, transpose(a, 0, 1)), s);
+      return matmul(softmax(where(mask, s, -std::numeric_limits<double>::infinity()), -1), a);
+    }
     case 20: return where(lt(a, b), a * 2.0, b);
     case 21: return where(gt(a, full(g, kShape, 0.5)), -std::numeric_limits<double>::infinity(), a) + b;
     case 16: return matmul(matmul(a, transpose(b, 0, 1)), a) * 0.25;  // [3,3] @ [3,4]
@@ -76,6 +81,7 @@ struct Outcome {
   int candidates = 0;
   int mismatches = 0;
   int distinct_plans = 0;  // summed over graphs: the check must see more than one plan per graph
+  std::set<std::string> kernels;  // kernel kinds that appeared in checked plans
   std::string first;
 };
 
@@ -105,6 +111,8 @@ Outcome check(const std::string& rule_text, int graphs, int plans_per_graph, uin
       std::vector<float> got = run(plan, x, y, "out"), got2 = run(plan, x, y, "out2");
       ++o.candidates;
       if (seen.insert(plan.dump()).second) ++o.distinct_plans;
+      for (const Node& n : plan.nodes())
+        if (n.op == OpKind::Kernel) o.kernels.insert(n.kernel);
       for (size_t i = 0; i < got.size(); ++i) {
         if (close(got[i], want[i]) && close(got2[i], want2[i])) continue;
         if (o.mismatches++ == 0)
@@ -124,6 +132,8 @@ TEST(EGraphProperty, EveryPlanOfTheBuiltinRulesMatchesTheReference) {
   Outcome o = check("", 150, 6, 1234);
   EXPECT_EQ(o.candidates, 900);
   EXPECT_GT(o.distinct_plans, 150);  // the random extractions really explore the e-graphs
+  for (const char* k : {"Matmul", "Softmax", "RMSNorm", "Where", "Attention", "Fused", "FusedSum", "FusedMax"})
+    EXPECT_TRUE(o.kernels.count(k)) << k << " never appeared in a checked plan";
   std::printf("property: %d plans, %d distinct\n", o.candidates, o.distinct_plans);
   EXPECT_EQ(o.mismatches, 0) << o.first;
 }

@@ -118,3 +118,16 @@ TEST(Recognize, WhereIsOneSelect) {
   where(gt(x, scalar_like(x, 0.0)), x * 2.0, x).output("leaky");
   check(g, "Where", 2, {{"n", 4}});
 }
+
+TEST(Recognize, MaskedAttentionWithACache) {
+  Graph g;
+  Expr seq = Expr::var("seq"), past = Expr::var("past"), total = past + seq, z = Expr::index();
+  Tensor q = input(g, "q", DType::F32, {2, seq, 8});
+  Tensor k = input(g, "k", DType::F32, {2, total, 8});
+  Tensor v = input(g, "v", DType::F32, {2, total, 8});
+  Tensor causal = reshape(cast(iota(g, lt(z % total, z / total + past + 1), seq * total), DType::Bool), {seq, total});
+  Tensor scores = matmul(q, transpose(k, 1, 2)) * 0.35;
+  Tensor probs = softmax(where(causal, scores, -std::numeric_limits<double>::infinity()), -1);
+  matmul(probs, v).output("out");
+  check(g, "Attention", 1, {{"seq", 3}, {"past", 2}});
+}
