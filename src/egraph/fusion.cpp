@@ -116,7 +116,8 @@ size_t fuse_elementwise(EGraph& g) {
       } else {
         b.emit(c, true);
       }
-      if (b.prog.instrs.size() < 2 || !b.finish()) continue;  // a single op gains nothing
+      // A lone elementwise op gains nothing; a reduction gains from any prologue.
+      if (b.prog.instrs.size() < (reduce ? 1u : 2u) || !b.finish()) continue;
       bool cyclic = false;
       for (ClassId in : b.inputs) cyclic = cyclic || g.find(in) == g.find(c);
       if (cyclic) continue;

@@ -158,6 +158,9 @@ RuleFunctions::RuleFunctions() {
     r.view = view_arg(m, a[0]).slice(0, n * part, n * (part + 1));
     return r;
   });
+  add_guard("same_axis", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return attr_arg(m, a[0]).axis == attr_arg(m, a[1]).axis;
+  });
   // The reduction axis is the last one of a tensor with ?x's rank.
   add_guard("last_axis", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     return static_cast<size_t>(attr_arg(m, a[0]).axis) + 1 == m.g.info(class_arg(m, a[1])).shape.size();

@@ -156,6 +156,26 @@ void rotary(const std::vector<Reader>& in, const std::vector<std::vector<int64_t
   }
 }
 
+// rms_norm(x - mean(x)) on the axis; the mean is sum * (1/n) and the centring x + mean*(-1),
+// all in f32, as the frontend composes them.
+void layer_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  AxisSplit ax(s[0], n.axis);
+  float inv_n = 1.0f / static_cast<float>(ax.len);
+  Buffer centred(DType::F32, s[0]);
+  for (int64_t o = 0; o < ax.outer; ++o)
+    for (int64_t i = 0; i < ax.inner; ++i) {
+      auto at = [&](int64_t k) { return (o * ax.len + k) * ax.inner + i; };
+      float sum = 0;
+      for (int64_t k = 0; k < ax.len; ++k) sum += static_cast<float>(in[0](at(k)));
+      float neg_mean = (sum * inv_n) * -1.0f;
+      for (int64_t k = 0; k < ax.len; ++k)
+        centred.set(static_cast<size_t>(at(k)), static_cast<float>(in[0](at(k))) + neg_mean);
+    }
+  std::vector<Expr> shape;
+  for (int64_t d : s[0]) shape.push_back(Expr(d));
+  rms_norm(n, {Reader(centred, View::contiguous(shape), {})}, s, out);
+}
+
 // softmax(where(mask, scale * (q @ kt), -inf)) @ v, step by step with the kernels above, so it
 // rounds exactly like the unfused plan.
 void attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
@@ -185,6 +205,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
   if (n.kernel == "Attention") return attention(n, in, in_shapes, out);
+  if (n.kernel == "LayerNorm") return layer_norm(n, in, in_shapes, out);
   if (n.kernel == "Where") {
     for (size_t z = 0; z < out.numel(); ++z) {
       int64_t i = static_cast<int64_t>(z);
@@ -196,7 +217,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

@@ -22,7 +22,8 @@ Tensor random_op(std::mt19937& rng, std::vector<Tensor>& pool) {
   auto pick = [&]() { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   Tensor a = pick(), b = pick();
   Graph& g = *a.graph();
-  switch (std::uniform_int_distribution<int>(0, 22)(rng)) {
+  switch (std::uniform_int_distribution<int>(0, 23)(rng)) {
+    case 23: return layer_norm(a, 1, std::nullopt, std::nullopt, 1e-5) + b;
     case 22: {  // masked attention: [3,3] scores over a, b
       Tensor s = matmul(a, transpose(b, 0, 1)) * 0.5;
       Tensor mask = lt(matmul(b, transpose(a, 0, 1)), s);
@@ -129,10 +130,10 @@ Outcome check(const std::string& rule_text, int graphs, int plans_per_graph, uin
 }  // namespace
 
 TEST(EGraphProperty, EveryPlanOfTheBuiltinRulesMatchesTheReference) {
-  Outcome o = check("", 150, 6, 1234);
-  EXPECT_EQ(o.candidates, 900);
-  EXPECT_GT(o.distinct_plans, 150);  // the random extractions really explore the e-graphs
-  for (const char* k : {"Matmul", "Softmax", "RMSNorm", "Where", "Attention", "Fused", "FusedSum", "FusedMax"})
+  Outcome o = check("", 250, 6, 1234);
+  EXPECT_EQ(o.candidates, 1500);
+  EXPECT_GT(o.distinct_plans, 250);  // the random extractions really explore the e-graphs
+  for (const char* k : {"Matmul", "Softmax", "RMSNorm", "LayerNorm", "Where", "Attention", "Fused", "FusedSum", "FusedMax"})
     EXPECT_TRUE(o.kernels.count(k)) << k << " never appeared in a checked plan";
   std::printf("property: %d plans, %d distinct\n", o.candidates, o.distinct_plans);
   EXPECT_EQ(o.mismatches, 0) << o.first;

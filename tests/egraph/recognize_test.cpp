@@ -131,3 +131,11 @@ TEST(Recognize, MaskedAttentionWithACache) {
   matmul(probs, v).output("out");
   check(g, "Attention", 1, {{"seq", 3}, {"past", 2}});
 }
+
+TEST(Recognize, LayerNormWithAndWithoutAffine) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 8});
+  layer_norm(x, 1, input(g, "w", DType::F32, {8}), input(g, "b", DType::F32, {8}), 1e-5).output("y");
+  layer_norm(x * 3.0, 1, std::nullopt, std::nullopt, 1e-6).output("z");
+  check(g, "LayerNorm", 2, {{"s", 3}});
+}
