@@ -96,6 +96,58 @@ struct Builder {
   static constexpr int kInstr = 1 << 20;  // marks an instruction operand before renumbering
 };
 
+// The reduction node of a class, if it has one.
+const ENode* reduce_node(const EGraph& g, ClassId c) {
+  for (const ENode& n : g.eclass(c).nodes) {
+    const OpInfo& op = g.ops().info(n.op);
+    if (op.primitive && is_reduce(op.kind)) return &n;
+  }
+  return nullptr;
+}
+
+// Folds an elementwise program whose input `slot` is a reduction into one fused reduction:
+// the reduction's prologue (its elementwise input, or a plain load), then this program as the
+// epilogue with the reduced value as its input 0.
+std::optional<ENode> with_epilogue(EGraph& g, const Builder& epi, size_t slot, const ENode& r, OpId fused_sum,
+                                   OpId fused_max) {
+  Builder pro{g, {}, {}, {}, {}};
+  ClassId kid = g.find(r.kids[0]);
+  if (pro.elementwise_node(kid)) {
+    pro.emit(kid, true);
+  } else {  // no prologue to inline: load the input (a same-dtype cast is the identity)
+    pro.inputs.push_back(kid);
+    FusedInstr load;
+    load.op = static_cast<int>(OpKind::Cast);
+    load.dtype = load.in_dtype = g.info(kid).dtype;
+    load.a = 0;
+    pro.prog.instrs.push_back(load);
+  }
+  if (!pro.finish()) return std::nullopt;
+  // Renumber the epilogue's inputs: the reduction first, then the others in order.
+  FusedProgram e = epi.prog;
+  int n = e.n_inputs;
+  auto remap = [&](int& o) {
+    if (o < 0 || o >= n) return;
+    o = o == static_cast<int>(slot) ? 0 : (o < static_cast<int>(slot) ? o + 1 : o);
+  };
+  for (FusedInstr& in : e.instrs)
+    if (in.op != FusedInstr::kConst) {
+      remap(in.a);
+      remap(in.b);
+    }
+  std::vector<ClassId> kids = pro.inputs;
+  for (size_t i = 0; i < epi.inputs.size(); ++i)
+    if (i != slot) kids.push_back(epi.inputs[i]);
+  if (static_cast<int>(kids.size()) > kMaxInputs) return std::nullopt;
+  Attr a;
+  a.code = pro.prog.encode();
+  std::vector<int64_t> tail = e.encode();
+  a.code.insert(a.code.end(), tail.begin(), tail.end());
+  a.axis = g.attr(r).axis;
+  OpId kind = g.ops().info(r.op).kind == OpKind::SumReduce ? fused_sum : fused_max;
+  return ENode{kind, g.attrs().intern(a), kids};
+}
+
 }  // namespace
 
 size_t fuse_elementwise(EGraph& g) {
@@ -126,7 +178,15 @@ size_t fuse_elementwise(EGraph& g) {
       if (reduce) a.axis = g.attr(n).axis;
       OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
       todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
-      break;  // one fused form per class
+      // An elementwise tree fed by a reduction (of the same shape) can also be the reduction's
+      // epilogue: one kernel for prologue, reduction and epilogue.
+      if (!reduce)
+        for (size_t slot = 0; slot < b.inputs.size(); ++slot)
+          if (const ENode* r = reduce_node(g, b.inputs[slot])) {
+            if (auto e = with_epilogue(g, b, slot, *r, fused_sum, fused_max)) todo.push_back({c, *e});
+            break;
+          }
+      break;  // one fused form per class (plus its epilogue form)
     }
   }
   for (auto& [c, node] : todo) {

@@ -17,12 +17,22 @@ std::vector<int64_t> FusedProgram::encode() const {
 }
 
 FusedProgram FusedProgram::decode(const std::vector<int64_t>& c) {
-  if (c.size() < 2 || c.size() != 2 + 6 * static_cast<size_t>(c[1]))
-    throw Error("fused kernel: malformed program of " + std::to_string(c.size()) + " words");
+  size_t pos = 0;
+  FusedProgram p = decode(c, pos);
+  if (pos != c.size()) throw Error("fused kernel: " + std::to_string(c.size() - pos) + " words after the program");
+  return p;
+}
+
+FusedProgram FusedProgram::decode(const std::vector<int64_t>& c, size_t& pos) {
+  if (c.size() < pos + 2 || c[pos + 1] < 0 || c.size() < pos + 2 + 6 * static_cast<size_t>(c[pos + 1]))
+    throw Error("fused kernel: malformed program of " + std::to_string(c.size() - pos) + " words");
   FusedProgram p;
-  p.n_inputs = static_cast<int>(c[0]);
-  for (int64_t k = 0; k < c[1]; ++k) {
-    const int64_t* w = &c[2 + 6 * k];
+  p.n_inputs = static_cast<int>(c[pos]);
+  int64_t count = c[pos + 1];
+  const int64_t* base = &c[pos + 2];
+  pos += 2 + 6 * static_cast<size_t>(count);
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t* w = base + 6 * k;
     FusedInstr i;
     i.op = static_cast<int>(w[0]);
     i.dtype = static_cast<DType>(w[1]);

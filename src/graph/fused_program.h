@@ -25,6 +25,9 @@ struct FusedProgram {
 
   std::vector<int64_t> encode() const;
   static FusedProgram decode(const std::vector<int64_t>& code);  // throws Error if malformed
+  // Decodes the program starting at `pos` and moves `pos` past it (programs can be chained:
+  // a fused reduction stores its prologue and then, optionally, its epilogue).
+  static FusedProgram decode(const std::vector<int64_t>& code, size_t& pos);
 };
 
 }  // namespace luminal

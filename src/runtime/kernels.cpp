@@ -1,6 +1,7 @@
 #include "runtime/kernels.h"
 
 #include <cmath>
+#include <optional>
 #include <limits>
 
 #include "core/error.h"
@@ -114,13 +115,18 @@ void fused(const Node& n, const std::vector<Reader>& in, Buffer& out) {
     out.set(z, eval_fused(p, [&](int i) { return in[i](static_cast<int64_t>(z)); }));
 }
 
-// A reduction whose input is the program (every input is viewed with the reduction's input
-// shape), accumulated exactly like SumReduce / MaxReduce.
+// A reduction whose input is the prologue program (its inputs are viewed with the reduction's
+// input shape), accumulated exactly like SumReduce / MaxReduce, then optionally an epilogue
+// program whose input 0 is the reduced value and whose other inputs follow the prologue's
+// (viewed with the output shape).
 void fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s,
                   Buffer& out, bool is_sum) {
-  FusedProgram p = FusedProgram::decode(n.code);
+  size_t pos = 0;
+  FusedProgram p = FusedProgram::decode(n.code, pos);
+  std::optional<FusedProgram> epilogue;
+  if (pos < n.code.size()) epilogue = FusedProgram::decode(n.code, pos);
   AxisSplit ax(s.at(0), n.axis);
-  DType t = n.dtype;
+  DType t = p.instrs.back().dtype;  // the reduction runs in the prologue's result dtype
   for (int64_t o = 0; o < ax.outer; ++o)
     for (int64_t i = 0; i < ax.inner; ++i) {
       float facc = 0;
@@ -137,8 +143,11 @@ void fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
           m = std::isnan(m) ? m : v;
         }
       }
-      double r = is_sum ? (is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc))) : m;
-      out.set(static_cast<size_t>(o * ax.inner + i), r);
+      double r = convert_value(is_sum ? (is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc))) : m, t);
+      int64_t at = o * ax.inner + i;
+      if (epilogue)
+        r = eval_fused(*epilogue, [&](int slot) { return slot == 0 ? r : in[p.n_inputs + slot - 1](at); });
+      out.set(static_cast<size_t>(at), r);
     }
 }
 

@@ -72,3 +72,20 @@ TEST(Fusion, ProgramsRoundTripAndRejectDamage) {
   EXPECT_THROW(FusedProgram::decode(bad), Error);
   EXPECT_THROW(FusedProgram::decode({1}), Error);
 }
+
+TEST(Fusion, ReductionTakesItsEpilogueToo) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("n"), 6});
+  (mean(exp(x), {1}) * 2.0 + 1.0).output("y");  // prologue exp, sum, epilogue * (1/6) * 2 + 1
+  (max(x, {1}) * 3.0).output("m");                // no prologue, an epilogue
+  CompileResult r = compile(g);
+  int with_epilogue = 0;
+  for (const char* name : {"FusedSum", "FusedMax"})
+    for (const Node* n : kernels(r.plan, name)) {
+      size_t pos = 0;
+      FusedProgram::decode(n->code, pos);
+      with_epilogue += pos < n->code.size();
+    }
+  EXPECT_EQ(with_epilogue, 2) << r.plan.dump();
+  plancheck::expect_same_outputs(g, r.plan, {{"n", 4}}, 0, 3.0f);
+}
