@@ -11,8 +11,8 @@ static void usage(std::ostream& out) {
   out << "luminal: a search-based inference compiler\n\n"
          "usage: luminal <command> [options]\n\n"
          "commands:\n"
-         "  example [--search N] [--dump] [--dot FILE]
-                                  build a small graph, compile it, run it on the reference\n"
+         "  example [--search N] [--dump] [--dot FILE]\n"
+         "                                  build a small graph, compile it, run it on the reference\n"
          "                                  runtime and print the result\n"
          "  compile [options]               compile a built-in Llama-shaped graph and show the\n"
          "                                  e-graph, rule statistics, search and plan (--help)\n"
