@@ -1,10 +1,7 @@
 #include "compiler/compile.h"
 
 #include <chrono>
-
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "compiler/dedup.h"
 #include "compiler/plan_cache.h"
@@ -13,15 +10,30 @@
 
 namespace luminal {
 
-RuleFile builtin_rules(OpTable& ops, const RuleFunctions& fns) {
+namespace {
+
+struct RuleSource {
+  std::string name, text;
+};
+
+// The built-in rule files, then the extra ones (each file read once: it feeds both the cache
+// key and the parser).
+std::vector<RuleSource> rule_sources(const std::vector<std::string>& extra) {
+  std::vector<RuleSource> r;
+  for (const auto& [name, text] : embedded_rule_files()) r.push_back({"rules/" + name, text});
+  for (const std::string& path : extra) r.push_back({path, read_rule_file(path)});
+  return r;
+}
+
+RuleFile parse_all(const std::vector<RuleSource>& sources, OpTable& ops, const RuleFunctions& fns) {
   RuleFile all;
-  for (const auto& [name, text] : embedded_rule_files()) {
-    RuleFile f = parse_rules(text, "rules/" + name, ops, fns);
-    all.rulesets.insert(all.rulesets.end(), f.rulesets.begin(), f.rulesets.end());
-    all.schedule.insert(all.schedule.end(), f.schedule.begin(), f.schedule.end());
-  }
+  for (const RuleSource& s : sources) all.append(parse_rules(s.text, s.name, ops, fns));
   return all;
 }
+
+}  // namespace
+
+RuleFile builtin_rules(OpTable& ops, const RuleFunctions& fns) { return parse_all(rule_sources({}), ops, fns); }
 
 // One graph through e-graph, rules, extraction and search.
 static CompileResult compile_one(const Graph& g, const CompileOptions& opts, const RuleFile& rules, OpTable& ops,
@@ -39,15 +51,9 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
 }
 
 // Everything that decides the plan, as text: the graph, the rules, the options, the target.
-static std::string cache_text(const Graph& g, const CompileOptions& o) {
+static std::string cache_text(const Graph& g, const CompileOptions& o, const std::vector<RuleSource>& rules) {
   std::string t = "luminal-plan-v1\n" + serialize(g);
-  for (const auto& [name, text] : embedded_rule_files()) t += name + "\n" + text;
-  for (const std::string& path : o.rule_files) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    t += path + "\n" + ss.str();
-  }
+  for (const RuleSource& r : rules) t += r.name + "\n" + r.text;
   const SearchOptions& s = o.search;
   t += "search " + std::to_string(s.limit) + " " + std::to_string(s.generation_size) + " " +
        std::to_string(s.mutations) + " " + std::to_string(s.trials) + " " + std::to_string(s.keep_best) + " " +
@@ -62,17 +68,10 @@ static std::string cache_text(const Graph& g, const CompileOptions& o) {
 
 CompileResult compile(const Graph& g, const CompileOptions& opts) {
   auto start = std::chrono::steady_clock::now();
-  OpTable ops;
-  RuleFunctions fns;
-  RuleFile rules = builtin_rules(ops, fns);
-  for (const std::string& path : opts.rule_files) {
-    RuleFile f = load_rules(path, ops, fns);
-    rules.rulesets.insert(rules.rulesets.end(), f.rulesets.begin(), f.rulesets.end());
-    rules.schedule.insert(rules.schedule.end(), f.schedule.begin(), f.schedule.end());
-  }
+  std::vector<RuleSource> sources = rule_sources(opts.rule_files);
   CompileResult r;
   if (!opts.cache_dir.empty()) {
-    r.cache_key = hash_key(cache_text(g, opts));
+    r.cache_key = hash_key(cache_text(g, opts, sources));
     if (std::optional<Graph> cached = PlanCache(opts.cache_dir).load(r.cache_key)) {
       r.plan = std::move(*cached);
       r.cache_hit = true;
@@ -82,6 +81,9 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
       return r;
     }
   }
+  OpTable ops;  // parsing rules is only needed on a cache miss
+  RuleFunctions fns;
+  RuleFile rules = parse_all(sources, ops, fns);
   std::optional<RepeatedBlocks> rb = opts.dedup ? find_repeated_blocks(g) : std::nullopt;
   if (rb) {
     BlockSplit split = split_blocks(g, *rb);

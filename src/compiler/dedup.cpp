@@ -131,10 +131,10 @@ BlockSplit split_blocks(const Graph& g, const RepeatedBlocks& rb) {
   std::vector<bool> exported(p, false);
   std::vector<bool> outer_used_by_block(g.size(), false);
   for (NodeId id = 0; id < g.size(); ++id) {
-    size_t bc;
+    size_t bc = 0;
     bool consumer_in = rb.in_block(id, &bc) && !outside_blocks(g.node(id));
     for (const Edge& e : g.node(id).inputs) {
-      size_t bs;
+      size_t bs = 0;
       bool src_in = rb.in_block(e.src, &bs) && !outside_blocks(g.node(e.src));
       if (src_in && (!consumer_in || bs != bc)) exported[(e.src - s) % p] = true;
       if (!src_in && consumer_in && g.node(e.src).op != OpKind::Input) outer_used_by_block[e.src] = true;

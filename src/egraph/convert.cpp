@@ -20,13 +20,6 @@ static Attr attr_of(const Node& n) {
   return a;
 }
 
-static bool same_shape(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!provably_equal(a[i], b[i])) return false;
-  return true;
-}
-
 std::vector<ClassId> Seeded::roots() const {
   std::vector<ClassId> r = inputs;
   r.insert(r.end(), outputs.begin(), outputs.end());
@@ -46,7 +39,7 @@ Seeded add_graph(EGraph& eg, const Graph& g) {
     e.attr = eg.attrs().intern(attr_of(n));
     for (const Edge& in : n.inputs) {
       ClassId src = s.node_class[in.src];
-      if (!(in.view.is_contiguous() && same_shape(in.view.shape(), g.node(in.src).shape))) {
+      if (!(in.view.is_contiguous() && provably_equal(in.view.shape(), g.node(in.src).shape))) {
         Attr va;
         va.view = in.view;
         src = eg.add(ENode{eg.ops().view(), eg.attrs().intern(va), {src}});

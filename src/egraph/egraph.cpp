@@ -47,10 +47,7 @@ ClassId EGraph::add(ENode n, const TensorInfo& info) {
 }
 
 static bool same_info(const TensorInfo& a, const TensorInfo& b) {
-  if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
-  for (size_t i = 0; i < a.shape.size(); ++i)
-    if (!provably_equal(a.shape[i], b.shape[i])) return false;
-  return true;
+  return a.dtype == b.dtype && provably_equal(a.shape, b.shape);
 }
 
 bool EGraph::merge(ClassId a, ClassId b, const std::string& why) {

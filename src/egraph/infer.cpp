@@ -31,6 +31,7 @@ TensorInfo EGraph::infer(const ENode& n) const {
     }
     case OpKind::Gather: return {kid(1).dtype, kid(0).shape};
     case OpKind::Scatter: return kid(0);
+    case OpKind::Kernel: break;  // kernels are not primitives (handled above)
   }
   LM_ASSERT(false, "unhandled op in infer");
 }

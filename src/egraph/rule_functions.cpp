@@ -24,13 +24,6 @@ const View& view_arg(const MatchContext& m, const Arg& a) {
   return *at.view;
 }
 
-bool same_shape(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!provably_equal(a[i], b[i])) return false;
-  return true;
-}
-
 // Folds f32 math the way the interpreter computes it.
 BuilderFn fold1(float (*f)(float)) {
   return [f](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
@@ -69,7 +62,7 @@ RuleFunctions::RuleFunctions() {
   // The view reads a whole class in order with the class's own shape: View[v](x) is x.
   add_guard("identity_view", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     const View& v = view_arg(m, a[0]);
-    return v.is_contiguous() && same_shape(v.shape(), m.g.info(class_arg(m, a[1])).shape);
+    return v.is_contiguous() && provably_equal(v.shape(), m.g.info(class_arg(m, a[1])).shape);
   });
   add_guard("dtype_is", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     return m.g.info(class_arg(m, a[0])).dtype == dtype_from_name(a[1].name);
@@ -78,7 +71,7 @@ RuleFunctions::RuleFunctions() {
     return is_float(m.g.info(class_arg(m, a[0])).dtype);
   });
   add_guard("same_shape", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
-    return same_shape(m.g.info(class_arg(m, a[0])).shape, m.g.info(class_arg(m, a[1])).shape);
+    return provably_equal(m.g.info(class_arg(m, a[0])).shape, m.g.info(class_arg(m, a[1])).shape);
   });
   add_guard("same_dtype", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     return m.g.info(class_arg(m, a[0])).dtype == m.g.info(class_arg(m, a[1])).dtype;
@@ -90,7 +83,7 @@ RuleFunctions::RuleFunctions() {
   add_guard("same_as_root", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
     const TensorInfo& r = m.g.info(m.root);
     const TensorInfo& x = m.g.info(class_arg(m, a[0]));
-    return r.dtype == x.dtype && same_shape(r.shape, x.shape);
+    return r.dtype == x.dtype && provably_equal(r.shape, x.shape);
   });
   // Casting ?x to the attribute's dtype loses nothing (bool -> any, f16/bf16 -> f32, x -> x).
   add_guard("lossless_cast", 2, [](const MatchContext& m, const std::vector<Arg>& a) {

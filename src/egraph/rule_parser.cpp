@@ -307,12 +307,21 @@ RuleFile parse_rules(const std::string& text, const std::string& file, OpTable& 
   return Parser(tokenize(text, file), file, ops, fns).parse();
 }
 
-RuleFile load_rules(const std::string& path, OpTable& ops, const RuleFunctions& fns) {
+void RuleFile::append(RuleFile other) {
+  rulesets.insert(rulesets.end(), other.rulesets.begin(), other.rulesets.end());
+  schedule.insert(schedule.end(), other.schedule.begin(), other.schedule.end());
+}
+
+std::string read_rule_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open rule file '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_rules(ss.str(), path, ops, fns);
+  return ss.str();
+}
+
+RuleFile load_rules(const std::string& path, OpTable& ops, const RuleFunctions& fns) {
+  return parse_rules(read_rule_file(path), path, ops, fns);
 }
 
 }  // namespace luminal

@@ -67,6 +67,7 @@ struct RuleFile {
   std::vector<Ruleset> rulesets;
   std::vector<ScheduleStep> schedule;
   const Ruleset& ruleset(const std::string& name) const;  // throws Error listing the names
+  void append(RuleFile other);  // its rulesets, and its schedule after this one's
 };
 
 // Named C++ predicates and attribute builders that rule files refer to.
@@ -105,6 +106,7 @@ class RuleFunctions {
 // with `op NAME ARITY` are added to `ops`.
 RuleFile parse_rules(const std::string& text, const std::string& file, OpTable& ops, const RuleFunctions& fns);
 RuleFile load_rules(const std::string& path, OpTable& ops, const RuleFunctions& fns);
+std::string read_rule_file(const std::string& path);  // throws Error naming a missing file
 
 // E-matching: every (substitution, root class) where `rule.lhs` matches and the guards hold.
 struct Match {

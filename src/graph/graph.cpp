@@ -68,9 +68,7 @@ NodeId Graph::unary(OpKind op, Edge x) {
 }
 
 static void check_same_shape(const char* what, const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  bool same = a.size() == b.size();
-  for (size_t i = 0; same && i < a.size(); ++i) same = provably_equal(a[i], b[i]);
-  if (!same) throw Error(std::string(what) + ": shape mismatch: " + to_string(a) + " vs " + to_string(b));
+  if (!provably_equal(a, b)) throw Error(std::string(what) + ": shape mismatch: " + to_string(a) + " vs " + to_string(b));
 }
 
 NodeId Graph::binary(OpKind op, Edge a, Edge b) {

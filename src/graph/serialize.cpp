@@ -210,9 +210,7 @@ Graph deserialize(const std::string& text) {
     try {
       NodeId made = g.add_like(n, std::move(ins));
       const std::vector<Expr>& got = g.node(made).shape;
-      bool same = got.size() == n.shape.size();
-      for (size_t d = 0; same && d < got.size(); ++d) same = provably_equal(got[d], n.shape[d]);
-      if (!same || g.node(made).dtype != n.dtype)
+      if (!provably_equal(got, n.shape) || g.node(made).dtype != n.dtype)
         r.fail("node " + std::to_string(id) + " says " + dtype_name(n.dtype) + to_string(n.shape) + " but its inputs give " +
                dtype_name(g.node(made).dtype) + to_string(got));
     } catch (const Error& e) {

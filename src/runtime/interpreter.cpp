@@ -63,8 +63,11 @@ std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const
 }
 
 Reader::Reader(const Buffer& src, const View& view, const DimMap& dims)
-    : src_(src), index_(view.flat_index().index, dims), valid_(view.flat_index().valid, dims),
-      pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {}
+    : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {
+  IndexExprs e = view.flat_index();
+  index_ = ExprProgram(e.index, dims);
+  valid_ = ExprProgram(e.valid, dims);
+}
 
 namespace {
 
@@ -108,28 +111,11 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
       std::vector<int64_t> shape = concrete(n.inputs[0].view.shape());
       int64_t len = shape[n.axis], inner = 1;
       for (size_t d = n.axis + 1; d < shape.size(); ++d) inner *= shape[d];
-      DType t = n.dtype;
       for (int64_t o = 0; o < count; ++o) {
         int64_t base = (o / inner) * len * inner + o % inner;
-        if (n.op == OpKind::SumReduce) {
-          float facc = 0.0f;  // float sums accumulate in f32
-          uint32_t iacc = 0;  // i32 sums wrap
-          for (int64_t k = 0; k < len; ++k) {
-            double v = r(base + k * inner);
-            if (is_float(t)) facc += static_cast<float>(v);
-            else iacc += static_cast<uint32_t>(static_cast<int32_t>(v));
-          }
-          out.set(o, is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc)));
-        } else {
-          double m = is_float(t) ? -std::numeric_limits<double>::infinity()
-                     : t == DType::I32 ? std::numeric_limits<int32_t>::min() : 0;
-          for (int64_t k = 0; k < len; ++k) {
-            double v = r(base + k * inner);
-            if (std::isnan(v) || v > m) m = v;
-            if (std::isnan(m)) break;  // NaN propagates
-          }
-          out.set(o, m);
-        }
+        ReduceAcc acc(n.op == OpKind::SumReduce, n.dtype);
+        for (int64_t k = 0; k < len; ++k) acc.add(r(base + k * inner));
+        out.set(o, acc.result());
       }
       break;
     }

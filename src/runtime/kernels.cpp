@@ -54,15 +54,10 @@ void matmul(const Node& n, const std::vector<Reader>& in, const std::vector<std:
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < nn; ++j) {
-        float facc = 0;
-        uint32_t iacc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          double x = in[0]((b * m + i) * k + p);
-          double y = convert_value(in[1]((b * k + p) * nn + j), t);
-          if (is_float(t)) facc += round_to(t, static_cast<float>(x) * static_cast<float>(y));
-          else iacc += static_cast<uint32_t>(static_cast<int32_t>(x)) * static_cast<uint32_t>(static_cast<int32_t>(y));
-        }
-        out.set(static_cast<size_t>((b * m + i) * nn + j), is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc)));
+        ReduceAcc acc(true, t);
+        for (int64_t p = 0; p < k; ++p)  // the product as the Mul node computes it, then summed
+          acc.add(convert_value(binary_op(OpKind::Mul, t, in[0]((b * m + i) * k + p), in[1]((b * k + p) * nn + j)), t));
+        out.set(static_cast<size_t>((b * m + i) * nn + j), acc.result());
       }
 }
 
@@ -129,21 +124,12 @@ void fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
   DType t = p.instrs.back().dtype;  // the reduction runs in the prologue's result dtype
   for (int64_t o = 0; o < ax.outer; ++o)
     for (int64_t i = 0; i < ax.inner; ++i) {
-      float facc = 0;
-      uint32_t iacc = 0;
-      double m = is_float(t) ? -std::numeric_limits<double>::infinity()
-                 : t == DType::I32 ? std::numeric_limits<int32_t>::min() : 0;
+      ReduceAcc acc(is_sum, t);
       for (int64_t k = 0; k < ax.len; ++k) {
         int64_t z = (o * ax.len + k) * ax.inner + i;
-        double v = eval_fused(p, [&](int slot) { return in[slot](z); });
-        if (is_sum) {
-          if (is_float(t)) facc += static_cast<float>(v);
-          else iacc += static_cast<uint32_t>(static_cast<int32_t>(v));
-        } else if (std::isnan(v) || v > m || std::isnan(m)) {
-          m = std::isnan(m) ? m : v;
-        }
+        acc.add(eval_fused(p, [&](int slot) { return in[slot](z); }));
       }
-      double r = convert_value(is_sum ? (is_float(t) ? facc : static_cast<double>(static_cast<int32_t>(iacc))) : m, t);
+      double r = acc.result();
       int64_t at = o * ax.inner + i;
       if (epilogue)
         r = eval_fused(*epilogue, [&](int slot) { return slot == 0 ? r : in[p.n_inputs + slot - 1](at); });

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -46,5 +47,23 @@ double binary_op(OpKind op, DType t, double a, double b) {
   LM_ASSERT(false, std::string("unsupported binary op ") + op_name(op) + " on " + dtype_name(t));
 }
 
+
+ReduceAcc::ReduceAcc(bool sum, DType t)
+    : sum_(sum), t_(t),
+      m_(is_float(t) ? -std::numeric_limits<double>::infinity() : t == DType::I32 ? INT32_MIN : 0) {}
+
+void ReduceAcc::add(double v) {
+  if (sum_) {
+    if (is_float(t_)) f_ += static_cast<float>(v);
+    else i_ += static_cast<uint32_t>(static_cast<int32_t>(v));
+  } else if (!std::isnan(m_) && (std::isnan(v) || v > m_)) {
+    m_ = v;
+  }
+}
+
+double ReduceAcc::result() const {
+  if (!sum_) return m_;
+  return convert_value(is_float(t_) ? f_ : static_cast<double>(static_cast<int32_t>(i_)), t_);
+}
 
 }  // namespace luminal

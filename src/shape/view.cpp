@@ -27,6 +27,20 @@ ViewLayer ViewLayer::contiguous(const std::vector<Expr>& shape) {
   return l;
 }
 
+void ViewLayer::insert_dim(size_t axis, const Expr& size, const Expr& stride) {
+  shape.insert(shape.begin() + axis, size);
+  strides.insert(strides.begin() + axis, stride);
+  mask_lo.insert(mask_lo.begin() + axis, Expr(0));
+  mask_hi.insert(mask_hi.begin() + axis, size);
+}
+
+void ViewLayer::erase_dim(size_t axis) {
+  shape.erase(shape.begin() + axis);
+  strides.erase(strides.begin() + axis);
+  mask_lo.erase(mask_lo.begin() + axis);
+  mask_hi.erase(mask_hi.begin() + axis);
+}
+
 bool ViewLayer::dim_masked(size_t d) const { return !mask_lo[d].is_const(0) || mask_hi[d] != shape[d]; }
 
 bool ViewLayer::masked() const {
@@ -73,10 +87,7 @@ View View::unsqueeze(size_t axis) const {
   if (axis > rank()) check_axis(axis, rank() + 1, "unsqueeze");
   View v = *this;
   ViewLayer& t = v.top();
-  t.shape.insert(t.shape.begin() + axis, Expr(1));
-  t.strides.insert(t.strides.begin() + axis, Expr(0));
-  t.mask_lo.insert(t.mask_lo.begin() + axis, Expr(0));
-  t.mask_hi.insert(t.mask_hi.begin() + axis, Expr(1));
+  t.insert_dim(axis, Expr(1), Expr(0));
   return v;
 }
 
@@ -86,10 +97,7 @@ View View::squeeze(size_t axis) const {
     throw Error("squeeze: axis " + std::to_string(axis) + " has size " + shape()[axis].to_string() + ", not 1");
   View v = layers_.back().dim_masked(axis) ? with_new_layer(shape()) : *this;
   ViewLayer& t = v.top();
-  t.shape.erase(t.shape.begin() + axis);
-  t.strides.erase(t.strides.begin() + axis);
-  t.mask_lo.erase(t.mask_lo.begin() + axis);
-  t.mask_hi.erase(t.mask_hi.begin() + axis);
+  t.erase_dim(axis);
   return v;
 }
 
@@ -201,10 +209,7 @@ View View::unfold(size_t axis, const Expr& size, int64_t step) const {
   t.strides[axis] = stride * Expr(step);
   t.mask_lo[axis] = 0;
   t.mask_hi[axis] = t.shape[axis];
-  t.shape.push_back(size);
-  t.strides.push_back(stride);
-  t.mask_lo.push_back(Expr(0));
-  t.mask_hi.push_back(size);
+  t.insert_dim(t.shape.size(), size, stride);
   return v;
 }
 
@@ -234,11 +239,7 @@ View View::drop_broadcast_dim(size_t axis) const {
   if (!t.strides[axis].is_const(0) || t.dim_masked(axis))
     throw Error("drop_broadcast_dim: axis " + std::to_string(axis) + " of " + to_string() + " is not a broadcast");
   View v = *this;
-  ViewLayer& n = v.top();
-  n.shape.erase(n.shape.begin() + axis);
-  n.strides.erase(n.strides.begin() + axis);
-  n.mask_lo.erase(n.mask_lo.begin() + axis);
-  n.mask_hi.erase(n.mask_hi.begin() + axis);
+  v.top().erase_dim(axis);
   return v;
 }
 

@@ -25,6 +25,9 @@ struct ViewLayer {
   std::vector<Expr> mask_lo, mask_hi;
 
   static ViewLayer contiguous(const std::vector<Expr>& shape);
+  // Adds an unmasked dim at `axis` (axis == rank appends) / removes the dim at `axis`.
+  void insert_dim(size_t axis, const Expr& size, const Expr& stride);
+  void erase_dim(size_t axis);
   bool dim_masked(size_t d) const;
   bool masked() const;
   bool operator==(const ViewLayer& o) const;

@@ -160,12 +160,6 @@ int Expr::compare(const Expr& x, const Expr& y) {
   }
 }
 
-static int64_t floor_div_i(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 int64_t Expr::eval(const DimMap& dims, int64_t index) const {
   const ExprNode* n = node_;
   switch (n->kind) {
@@ -191,9 +185,9 @@ int64_t Expr::eval(const DimMap& dims, int64_t index) const {
     case ExprKind::CeilDiv:
     case ExprKind::Mod:
       if (b == 0) throw Error("division by zero in symbolic expression " + to_string());
-      if (n->kind == ExprKind::FloorDiv) return floor_div_i(a, b);
-      if (n->kind == ExprKind::CeilDiv) return -floor_div_i(-a, b);
-      return a - b * floor_div_i(a, b);
+      if (n->kind == ExprKind::FloorDiv) return floor_div(a, b);
+      if (n->kind == ExprKind::CeilDiv) return -floor_div(-a, b);
+      return floor_mod(a, b);
     case ExprKind::Min: return std::min(a, b);
     case ExprKind::Max: return std::max(a, b);
     case ExprKind::Lt: return a < b ? 1 : 0;
@@ -264,6 +258,19 @@ Expr product(const std::vector<Expr>& xs) {
 }
 
 bool provably_equal(const Expr& a, const Expr& b) { return a == b || (a - b).is_const(0); }
+
+bool provably_equal(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!provably_equal(a[i], b[i])) return false;
+  return true;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
 
 std::string to_string(const std::vector<Expr>& shape) {
   std::string s = "[";

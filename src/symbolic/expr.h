@@ -102,6 +102,12 @@ Expr logical_or(Expr a, Expr b);
 Expr product(const std::vector<Expr>& xs);
 // True when simplify(a - b) is the constant 0.
 bool provably_equal(const Expr& a, const Expr& b);
+// Same rank and every dim provably equal.
+bool provably_equal(const std::vector<Expr>& a, const std::vector<Expr>& b);
+
+// Integer floor division and the matching modulo (the result has b's sign); b must not be 0.
+int64_t floor_div(int64_t a, int64_t b);
+inline int64_t floor_mod(int64_t a, int64_t b) { return a - b * floor_div(a, b); }
 
 // Closed integer interval; nullopt ends mean unbounded.
 struct ExprRange {

@@ -31,15 +31,14 @@ void ExprProgram::emit(const Expr& e, const DimMap& dims, size_t depth) {
   code_.push_back({Op::Bin, e.kind(), 0});
 }
 
-static int64_t floor_div(int64_t a, int64_t b) {
+static int64_t checked_floor_div(int64_t a, int64_t b) {
   if (b == 0) throw Error("division by zero while evaluating an index expression");
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+  return floor_div(a, b);
 }
 
 int64_t ExprProgram::operator()(int64_t index) const {
-  int64_t local[64];
+  int64_t local[64];  // not zeroed: this runs once per element read
+  local[0] = 0;
   std::vector<int64_t> heap;  // only for unusually deep expressions
   int64_t* stack = local;
   if (max_stack_ > 64) {
@@ -55,9 +54,9 @@ int64_t ExprProgram::operator()(int64_t index) const {
     switch (in.kind) {
       case ExprKind::Add: a = a + b; break;
       case ExprKind::Mul: a = a * b; break;
-      case ExprKind::FloorDiv: a = floor_div(a, b); break;
-      case ExprKind::CeilDiv: a = -floor_div(-a, b); break;
-      case ExprKind::Mod: a = a - b * floor_div(a, b); break;
+      case ExprKind::FloorDiv: a = checked_floor_div(a, b); break;
+      case ExprKind::CeilDiv: a = -checked_floor_div(-a, b); break;
+      case ExprKind::Mod: a = a - b * checked_floor_div(a, b); break;
       case ExprKind::Min: a = std::min(a, b); break;
       case ExprKind::Max: a = std::max(a, b); break;
       case ExprKind::Lt: a = a < b; break;

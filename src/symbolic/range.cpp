@@ -21,12 +21,6 @@ Bound mul_b(int64_t a, int64_t b) {
   return r;
 }
 
-int64_t fdiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 ExprRange mul_range(const ExprRange& x, const ExprRange& y) {
   if (x.lo && x.hi && y.lo && y.hi) {
     Bound c[4] = {mul_b(*x.lo, *y.lo), mul_b(*x.lo, *y.hi), mul_b(*x.hi, *y.lo), mul_b(*x.hi, *y.hi)};
@@ -76,7 +70,7 @@ ExprRange range_of(const Expr& e) {
         bool ceil = e.kind() == ExprKind::CeilDiv;
         auto d = [&](Bound v) -> Bound {
           if (!v) return std::nullopt;
-          return ceil ? -fdiv(-*v, k) : fdiv(*v, k);
+          return ceil ? -floor_div(-*v, k) : floor_div(*v, k);
         };
         return {d(a.lo), d(a.hi)};
       }

@@ -98,12 +98,6 @@ Expr from_prod(const Prod& p) {
   return p.coef == 1 ? m : Expr::raw(ExprKind::Mul, Expr(p.coef), m);
 }
 
-int64_t floor_div_i(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t floor_mod_i(int64_t a, int64_t b) { return a - b * floor_div_i(a, b); }
 
 bool within(const Expr& e, int64_t lo, int64_t hi) {
   ExprRange r = range_of(e);
@@ -186,7 +180,7 @@ Expr simplify_mul(const Expr& a, const Expr& b) {
 
 Expr simplify_floordiv(const Expr& a, const Expr& b) {
   if (b.is_const(0)) return Expr::raw(ExprKind::FloorDiv, a, b);
-  if (a.is_const() && b.is_const()) return Expr(floor_div_i(a.value(), b.value()));
+  if (a.is_const() && b.is_const()) return Expr(floor_div(a.value(), b.value()));
   if (b.is_const(1)) return a;
   if (a == b) return Expr(1);
   if (b.is_const() && b.value() > 0) {
@@ -196,8 +190,8 @@ Expr simplify_floordiv(const Expr& a, const Expr& b) {
       if (c % k == 0) q.add(m, c / k);
       else r.add(m, c);
     }
-    q.c = floor_div_i(l.c, k);
-    r.c = floor_mod_i(l.c, k);
+    q.c = floor_div(l.c, k);
+    r.c = floor_mod(l.c, k);
     Expr rest = from_lin(r);
     if (within(rest, 0, k - 1)) return from_lin(q);
     // gcd of the remainder's coefficients and k cancels: (2x+2)/4 = (x+1)/2
@@ -237,7 +231,7 @@ Expr simplify_floordiv(const Expr& a, const Expr& b) {
 
 Expr simplify_ceildiv(const Expr& a, const Expr& b) {
   if (b.is_const(0)) return Expr::raw(ExprKind::CeilDiv, a, b);
-  if (a.is_const() && b.is_const()) return Expr(-floor_div_i(-a.value(), b.value()));
+  if (a.is_const() && b.is_const()) return Expr(-floor_div(-a.value(), b.value()));
   if (b.is_const() && b.value() > 0) return (a + Expr(b.value() - 1)) / b;
   if (a == b) return Expr(1);
   if (auto q = exact_quotient(a, b)) return *q;
@@ -246,7 +240,7 @@ Expr simplify_ceildiv(const Expr& a, const Expr& b) {
 
 Expr simplify_mod(const Expr& a, const Expr& b) {
   if (b.is_const(0)) return Expr::raw(ExprKind::Mod, a, b);
-  if (a.is_const() && b.is_const()) return Expr(floor_mod_i(a.value(), b.value()));
+  if (a.is_const() && b.is_const()) return Expr(floor_mod(a.value(), b.value()));
   if (b.is_const(1) || b.is_const(-1) || a == b) return Expr(0);
   if (b.is_const() && b.value() > 0) {
     int64_t k = b.value();
@@ -262,7 +256,7 @@ Expr simplify_mod(const Expr& a, const Expr& b) {
         r.add(m, c);
       }
     }
-    r.c += floor_mod_i(l.c, k);  // += : a dropped inner mod may have contributed a constant
+    r.c += floor_mod(l.c, k);  // += : a dropped inner mod may have contributed a constant
     Expr rest = from_lin(r);
     if (dropped_inner_mod) return rest % b;
     if (within(rest, 0, k - 1)) return rest;
