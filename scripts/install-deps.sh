@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages luminal needs to build and test, skipping those already present.
 set -euo pipefail
-packages=(g++ cmake ninja-build libgtest-dev)
+packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libpcre2-dev xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,6 +5,8 @@
 
 #include "cli/compile_cmd.h"
 #include "cli/example.h"
+#include "cli/generate_cmd.h"
+#include "cli/model_cmds.h"
 #include "core/error.h"
 
 static void usage(std::ostream& out) {
@@ -16,13 +18,27 @@ static void usage(std::ostream& out) {
          "                                  runtime and print the result\n"
          "  compile [options]               compile a built-in Llama-shaped graph and show the\n"
          "                                  e-graph, rule statistics, search and plan (--help)\n"
-         "  help                            this text\n";
+         "  generate --model PATH --prompt TEXT [--chat] [--max-new-tokens N] [--temperature T ...]\n"
+         "                                  generate text from a Hugging Face folder or a .gguf file\n"
+         "  chat --model PATH                interactive multi-turn chat\n"
+         "  tokenize --tokenizer PATH (--text TEXT | --decode IDS)\n"
+         "                                  encode or decode with a tokenizer, as JSON\n"
+         "  logits --model PATH --ids IDS    logits for every position of one prefill, as JSON\n"
+         "  bench --model PATH [--prompt-tokens N] [--new-tokens N] [--iters N]\n"
+         "                                  compile time, TTFT, TPOT and peak memory, as JSON\n"
+         "  help                            this text\n\n"
+         "every command takes --help\n";
 }
 
 int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "help";
   try {
     if (cmd == "example") return luminal::cli::run_example(argc - 2, argv + 2);
+    if (cmd == "generate") return luminal::cli::run_generate(argc - 2, argv + 2);
+    if (cmd == "chat") return luminal::cli::run_chat(argc - 2, argv + 2);
+    if (cmd == "tokenize") return luminal::cli::run_tokenize(argc - 2, argv + 2);
+    if (cmd == "logits") return luminal::cli::run_logits(argc - 2, argv + 2);
+    if (cmd == "bench") return luminal::cli::run_bench(argc - 2, argv + 2);
     if (cmd == "compile" || cmd == "inspect") return luminal::cli::run_compile(argc - 2, argv + 2);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       usage(std::cout);

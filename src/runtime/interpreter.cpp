@@ -63,10 +63,18 @@ std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const
 }
 
 Reader::Reader(const Buffer& src, const View& view, const DimMap& dims)
-    : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()) {
+    : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()),
+      contiguous_(view.is_contiguous()) {
   IndexExprs e = view.flat_index();
   index_ = ExprProgram(e.index, dims);
   valid_ = ExprProgram(e.valid, dims);
+  if (view.layers().size() == 1 && !view.has_mask()) {
+    const ViewLayer& l = view.layers()[0];
+    Strided s;
+    s.offset = l.offset.eval(dims);
+    for (const Expr& st : l.strides) s.strides.push_back(st.eval(dims));
+    strided_ = s;
+  }
 }
 
 namespace {
@@ -163,19 +171,48 @@ void Interpreter::run() {
   for (NodeId id : order)
     for (const Edge& e : graph_.node(id).inputs) ++uses[e.src];
   std::map<NodeId, Buffer> live;
+  std::map<NodeId, NodeId> in_place;  // a Scatter that updated this input's buffer
+  auto buffer_of = [&](NodeId src) -> Buffer& {
+    if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second);
+    return graph_.node(src).op == OpKind::Input ? inputs_.at(src) : live.at(src);
+  };
   for (NodeId id : order) {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
-    std::vector<const Buffer*> in;
-    for (const Edge& e : n.inputs) {
-      const Node& src = graph_.node(e.src);
-      in.push_back(src.op == OpKind::Input ? &inputs_.at(e.src) : &live.at(e.src));
+    if (scatter_in_place(n, uses)) {
+      scatter_into(n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
+      in_place[id] = n.inputs[0].src;
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (--uses[n.inputs[k].src] == 0) live.erase(n.inputs[k].src);
+      continue;
     }
+    std::vector<const Buffer*> in;
+    for (const Edge& e : n.inputs) in.push_back(&buffer_of(e.src));
     Buffer result = eval(n, in);
     for (const Edge& e : n.inputs)
       if (--uses[e.src] == 0) live.erase(e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
     else live.emplace(id, std::move(result));
+  }
+}
+
+// A Scatter into an Input that nothing else reads, through a plain contiguous view, writes into
+// the input's buffer: that is how a KV cache persists across runs without a copy per step.
+bool Interpreter::scatter_in_place(const Node& n, const std::vector<int>& uses) const {
+  if (n.op != OpKind::Scatter) return false;
+  const Edge& dest = n.inputs[0];
+  const Node& src = graph_.node(dest.src);
+  return src.op == OpKind::Input && uses[dest.src] == 1 && dest.view.is_contiguous() && src.dtype == n.dtype &&
+         provably_equal(dest.view.shape(), src.shape);
+}
+
+void Interpreter::scatter_into(const Node& n, Buffer& dest, const Buffer& idx_buf, const Buffer& src_buf) {
+  Reader idx(idx_buf, n.inputs[1].view, dims_), src(src_buf, n.inputs[2].view, dims_);
+  int64_t count = static_cast<int64_t>(dest.numel()), src_count = 1;
+  for (int64_t d : concrete(n.inputs[2].view.shape())) src_count *= d;
+  for (int64_t j = 0; j < src_count; ++j) {
+    int64_t k = static_cast<int64_t>(idx(j));
+    if (k >= 0 && k < count) dest.set(static_cast<size_t>(k), src(j));
   }
 }
 

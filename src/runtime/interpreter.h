@@ -17,7 +17,8 @@ class Interpreter {
 
   // Inputs persist across runs (set weights once, run many times). A buffer of another dtype
   // is converted to the input's dtype. Dims that appear bare in an input's declared shape
-  // are bound from the buffer's shape unless set explicitly.
+  // are bound from the buffer's shape unless set explicitly. A Scatter whose destination is an
+  // input that nothing else reads updates that input in place (a KV cache): later runs see it.
   void set_input(const std::string& name, Buffer data);
   void set_dim(const std::string& name, int64_t value);
   void run();
@@ -35,6 +36,8 @@ class Interpreter {
  private:
   void bind_dims();
   Buffer eval(const Node& n, const std::vector<const Buffer*>& in);
+  bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
+  void scatter_into(const Node& n, Buffer& dest, const Buffer& idx, const Buffer& src);
   std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
 
   Graph graph_;

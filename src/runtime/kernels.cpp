@@ -1,4 +1,5 @@
 #include "runtime/kernels.h"
+#include "runtime/strided_matmul.h"
 
 #include <cmath>
 #include <optional>
@@ -49,6 +50,7 @@ void matmul(const Node& n, const std::vector<Reader>& in, const std::vector<std:
   size_t r = a.size();
   LM_ASSERT(r >= 2 && s[1].size() == r, "Matmul needs [.., m, k] and [.., k, n] of one rank");
   int64_t m = a[r - 2], k = a[r - 1], nn = s[1][r - 1];
+  if (strided_matmul_f32(in[0], in[1], s, out)) return;
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   DType t = in[0].dtype();
   for (int64_t b = 0; b < batch; ++b)

@@ -1,5 +1,8 @@
 #pragma once
 // Reads a producer's buffer through an edge's view, by logical flat index.
+#include <optional>
+#include <vector>
+
 #include "core/error.h"
 #include "runtime/buffer.h"
 #include "shape/view.h"
@@ -11,6 +14,7 @@ class Reader {
  public:
   Reader(const Buffer& src, const View& view, const DimMap& dims);
   double operator()(int64_t z) const {
+    if (contiguous_) return src_.get(static_cast<size_t>(z));
     if (!always_valid_ && valid_(z) == 0) return pad_;
     int64_t i = index_(z);
     LM_ASSERT(i >= 0 && static_cast<size_t>(i) < src_.numel(),
@@ -18,12 +22,22 @@ class Reader {
     return src_.get(static_cast<size_t>(i));
   }
   DType dtype() const { return src_.dtype(); }
+  const Buffer& buffer() const { return src_; }
+  // When the view is one unmasked strided layer: element (c0, c1, ...) of the logical shape is
+  // buffer element offset + sum(ci * strides[i]). Kernels use it to skip index programs.
+  struct Strided {
+    int64_t offset = 0;
+    std::vector<int64_t> strides;
+  };
+  const std::optional<Strided>& strided() const { return strided_; }
 
  private:
   const Buffer& src_;
   ExprProgram index_, valid_;
   double pad_;
   bool always_valid_;
+  bool contiguous_;
+  std::optional<Strided> strided_;
 };
 
 }  // namespace luminal

@@ -1,0 +1,54 @@
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/model_cmds.h"
+#include "cli/model_session.h"
+#include "core/error.h"
+#include "models/generate.h"
+
+namespace luminal::cli {
+
+int run_bench(int argc, char** argv) {
+  Args a("luminal bench --model PATH [--prompt-tokens N] [--new-tokens N] [--iters N]",
+         "Measures compile time, time to first token and time per output token (medians over iterations); "
+         "prints one JSON line.");
+  add_model_options(a);
+  a.option("--prompt-tokens", "N", "prompt length (token ids cycle through the vocabulary)", "128")
+      .option("--new-tokens", "N", "tokens to decode per iteration", "32")
+      .option("--iters", "N", "iterations", "3");
+  if (!a.parse(argc, argv)) return 0;
+  int64_t prompt_len = a.integer("--prompt-tokens"), new_tokens = a.integer("--new-tokens"), iters = a.integer("--iters");
+  if (prompt_len < 1 || new_tokens < 1 || iters < 1) throw Error("--prompt-tokens, --new-tokens and --iters must be >= 1");
+  LanguageModel m = load_model(a);
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+  for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % m.config().vocab);
+  GenerateOptions g;
+  g.max_new_tokens = new_tokens;
+  g.ignore_eos = true;
+  std::vector<double> ttft, tpot;
+  for (int64_t it = 0; it < iters; ++it) {
+    m.reset();
+    GenerateResult r = generate(m, prompt, g);
+    ttft.push_back(r.ttft_ms);
+    tpot.push_back(r.tpot_ms);
+  }
+  nlohmann::json j;
+  j["model"] = a.str("--model");
+  j["backend"] = a.str("--backend");
+  j["prompt_tokens"] = prompt_len;
+  j["new_tokens"] = new_tokens;
+  j["iters"] = iters;
+  j["compile_ms"] = m.compile_ms();
+  j["load_ms"] = m.load_ms();
+  j["ttft_ms"] = median(ttft);
+  j["tpot_ms"] = median(tpot);
+  j["tokens_per_s"] = median(tpot) > 0 ? 1000.0 / median(tpot) : 0;
+  j["weight_bytes"] = m.weight_bytes();
+  j["kv_cache_bytes"] = m.cache_bytes();
+  j["peak_rss_bytes"] = peak_rss_bytes();
+  std::cout << j.dump() << "\n";
+  return 0;
+}
+
+}  // namespace luminal::cli

@@ -1,0 +1,95 @@
+#include "cli/model_session.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "compiler/plan_cache.h"
+#include "core/error.h"
+#include "loader/gguf.h"
+#include "models/model_files.h"
+
+namespace luminal::cli {
+
+namespace fs = std::filesystem;
+
+void add_model_options(Args& a) {
+  a.option("--model", "PATH", "a Hugging Face model folder (config.json + safetensors) or a .gguf file")
+      .option("--context", "N", "KV cache length in tokens (default: max_position_embeddings, at most 4096)")
+      .option("--search", "N", "candidate plans to profile when compiling", "0")
+      .option("--backend", "NAME", "where to run: cpu (the reference runtime)", "cpu")
+      .option("--cache", "DIR", "plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)")
+      .flag("--no-cache", "do not read or write the plan cache");
+}
+
+ModelOptions model_options(const Args& a, bool all_logits) {
+  if (!a.has("--model")) throw Error("--model PATH is required (a Hugging Face model folder or a .gguf file)");
+  if (a.str("--backend") != "cpu")
+    throw Error("backend '" + a.str("--backend") + "' is not available (available: cpu)");
+  ModelOptions o;
+  o.all_logits = all_logits;
+  if (a.has("--context")) o.context = a.integer("--context");
+  o.search = static_cast<int>(a.integer("--search"));
+  if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
+  if (isatty(2)) {
+    o.progress = [](const std::string& what, double f) {
+      std::fprintf(stderr, "\r\033[K%s %3.0f%%", what.c_str(), 100 * f);
+      if (f >= 1) std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+    };
+  }
+  return o;
+}
+
+LanguageModel load_model(const Args& a, bool all_logits) {
+  return LanguageModel::load(a.str("--model"), model_options(a, all_logits));
+}
+
+std::optional<Tokenizer> open_tokenizer(const std::string& path) {
+  if (is_gguf_path(path)) return Tokenizer::from_gguf(GgufFile::open(path));
+  if (fs::is_directory(path)) {
+    fs::path t = fs::path(path) / "tokenizer.json";
+    if (!fs::exists(t)) return std::nullopt;
+    return Tokenizer::from_json_file(t.string());
+  }
+  if (!fs::exists(path)) throw Error("tokenizer '" + path + "' does not exist");
+  return Tokenizer::from_json_file(path);
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string s = text;
+  for (char& c : s)
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(tok, &used);
+      if (used != tok.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(tok);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      throw Error("--ids expects token ids separated by spaces or commas, got '" + tok + "'");
+    }
+  }
+  if (ids.empty()) throw Error("--ids holds no token ids");
+  return ids;
+}
+
+std::string json_ids(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+size_t peak_rss_bytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<size_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace luminal::cli

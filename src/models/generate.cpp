@@ -1,0 +1,91 @@
+#include "models/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace luminal {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                        const Tokenizer* tokenizer, const std::function<void(const std::string&)>& on_text) {
+  using clock = std::chrono::steady_clock;
+  if (prompt.empty()) throw Error("generate: the prompt is empty (give at least one token)");
+  if (!o.stop_strings.empty() && !tokenizer) throw Error("generate: stop strings need a tokenizer");
+  int64_t room = model.context() - model.position();
+  if (static_cast<int64_t>(prompt.size()) > room)
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens but only " + std::to_string(room) +
+                " fit in the context of " + std::to_string(model.context()) + " (shorten the prompt or raise --context)");
+  std::vector<int32_t> eos = o.eos_ids;
+  if (eos.empty()) eos = model.config().eos_ids;
+
+  GenerateResult r;
+  Sampler sampler(o.sampling);
+  std::vector<int32_t> history = prompt;
+  std::optional<StreamDecoder> stream;
+  if (tokenizer) stream.emplace(*tokenizer);
+
+  auto t0 = clock::now();
+  std::vector<float> logits = model.step(prompt);
+  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+    int32_t next = sampler.next(std::move(logits), history);
+    if (i == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    bool is_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
+    if (is_eos && !o.ignore_eos) {
+      r.stop_reason = "eos";
+      break;
+    }
+    r.new_tokens.push_back(next);
+    history.push_back(next);
+    if (stream) {
+      std::string piece = stream->push(next);
+      r.text += piece;
+      bool stopped = false;
+      for (const std::string& s : o.stop_strings) {
+        size_t at = r.text.find(s);
+        if (at != std::string::npos) {
+          // Print only what precedes the stop string.
+          size_t before = r.text.size() - piece.size();
+          if (on_text && at > before) on_text(r.text.substr(before, at - before));
+          r.text.resize(at);
+          stopped = true;
+          break;
+        }
+      }
+      if (stopped) {
+        r.stop_reason = "stop_string";
+        break;
+      }
+      if (on_text && !piece.empty()) on_text(piece);
+    }
+    if (i + 1 == o.max_new_tokens) {
+      r.stop_reason = "max_new_tokens";
+      break;
+    }
+    if (model.position() >= model.context()) {
+      r.stop_reason = "context";
+      break;
+    }
+    auto s0 = clock::now();
+    logits = model.step({next});
+    r.step_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - s0).count());
+  }
+  if (r.stop_reason.empty()) r.stop_reason = "max_new_tokens";
+  if (stream && r.stop_reason != "stop_string") {
+    std::string rest = stream->flush();
+    r.text += rest;
+    if (on_text && !rest.empty()) on_text(rest);
+  }
+  r.tpot_ms = median(r.step_ms);
+  return r;
+}
+
+}  // namespace luminal

@@ -1,0 +1,120 @@
+#include "models/language_model.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/decoder_graph.h"
+#include "models/model_files.h"
+#include "models/weight_store.h"
+
+namespace luminal {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
+LanguageModel& LanguageModel::operator=(LanguageModel&&) noexcept = default;
+LanguageModel::~LanguageModel() = default;
+
+LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto report = [&](const std::string& what, double f) {
+    if (opts.progress) opts.progress(what, f);
+  };
+  LanguageModel m;
+  ModelFiles files = open_model_files(path);
+  m.config_ = files.config;
+  const ModelConfig& c = m.config_;
+  m.context_ = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position > 0 ? c.max_position : 4096, 4096);
+  if (c.max_position > 0 && m.context_ > c.max_position)
+    throw Error("context " + std::to_string(m.context_) + " is longer than the model's max_position_embeddings (" +
+                std::to_string(c.max_position) + ")");
+  m.all_logits_ = opts.all_logits;
+
+  Graph g;
+  DecoderGraphOptions go;
+  go.context = m.context_;
+  go.all_logits = opts.all_logits;
+  go.weight_dtype = files.weights->natural_dtype();
+  build_decoder(g, c, go);
+
+  report("compiling", 0);
+  CompileOptions co;
+  co.search.limit = opts.search;
+  co.search.profile_dims = {{"seq", 4}, {"past", 4}};
+  co.cache_dir = opts.cache_dir;
+  m.compiled_ = compile(g, co);
+  m.compile_ms_ = m.compiled_.compile_ms;
+  report("compiling", 1);
+
+  m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
+  Interpreter& rt = *m.runtime_;
+  std::vector<NodeId> inputs = m.compiled_.plan.inputs();
+  size_t done = 0;
+  for (NodeId id : inputs) {
+    const Node& n = m.compiled_.plan.node(id);
+    report("loading weights", static_cast<double>(done++) / static_cast<double>(inputs.size()));
+    if (n.name == "tokens") continue;
+    std::vector<int64_t> shape;
+    for (const Expr& e : n.shape) {
+      if (!e.is_const()) throw Error("input '" + n.name + "' has a symbolic shape; only tokens may");
+      shape.push_back(e.value());
+    }
+    if (n.name.rfind("cache.", 0) == 0) {
+      rt.set_input(n.name, Buffer(DType::F32, shape));
+    } else if (n.name.rfind("rope.", 0) == 0) {
+      std::string rest = n.name.substr(5);
+      std::string key = rest.substr(0, rest.rfind('.'));
+      int64_t head_dim = std::stoll(rest.substr(rest.rfind('.') + 1));
+      rt.set_input(n.name, Buffer::f32(c.rope(key).inv_freq(head_dim), shape));
+    } else {
+      Buffer w = files.weights->load(n.name, shape);
+      m.weight_bytes_ += w.nbytes();
+      rt.set_input(n.name, std::move(w));
+    }
+  }
+  report("loading weights", 1);
+  m.load_ms_ = ms_since(t0) - m.compile_ms_;
+  return m;
+}
+
+size_t LanguageModel::cache_bytes() const {
+  size_t n = 0;
+  for (const LayerConfig& l : config_.layer)
+    if (l.kv_shared_from < 0) n += 2 * static_cast<size_t>(l.kv_heads * context_ * l.head_dim) * sizeof(float);
+  return n;
+}
+
+std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
+  if (ids.empty()) throw Error("step: no tokens given");
+  int64_t n = static_cast<int64_t>(ids.size());
+  if (position_ + n > context_)
+    throw Error(std::to_string(n) + " new tokens after " + std::to_string(position_) +
+                " cached ones exceed the context length " + std::to_string(context_) +
+                " (use a shorter prompt, fewer new tokens, or a longer --context up to the model's " +
+                std::to_string(config_.max_position) + ")");
+  for (int32_t id : ids)
+    if (id < 0 || id >= config_.vocab)
+      throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(config_.vocab - 1) + ")");
+  Interpreter& rt = *runtime_;
+  rt.set_input("tokens", Buffer::i32(ids, {n}));
+  rt.set_dim("seq", n);
+  rt.set_dim("past", position_);
+  rt.run();
+  position_ += n;
+  return rt.output_f32("logits");
+}
+
+void LanguageModel::rewind(int64_t n) {
+  if (n < 0 || n > position_)
+    throw Error("rewind(" + std::to_string(n) + "): the cache holds " + std::to_string(position_) + " tokens");
+  position_ = n;
+}
+
+}  // namespace luminal

@@ -1,0 +1,60 @@
+#pragma once
+// A loaded LLM ready to run: config, weights, compiled plan and KV cache. One step appends
+// tokens after the cached ones: a whole prompt at once (prefill) or one token (decode). The
+// tokenizer is loaded on its own (models/model_files.h).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "models/model_config.h"
+#include "runtime/interpreter.h"
+
+namespace luminal {
+
+struct ModelOptions {
+  int64_t context = 0;      // KV cache length; 0: max_position_embeddings capped at 4096
+  bool all_logits = false;  // step() returns logits for every position, not just the last
+  int search = 0;           // candidate plans to profile (0: the cost model's plan)
+  std::string cache_dir;    // plan cache folder; empty: no cache
+  // Called with what is happening ("loading weights", "compiling") and a fraction done.
+  std::function<void(const std::string&, double)> progress;
+};
+
+class LanguageModel {
+ public:
+  // A Hugging Face folder (config.json, *.safetensors, tokenizer.json) or a .gguf file.
+  static LanguageModel load(const std::string& path, const ModelOptions& opts = {});
+  LanguageModel(LanguageModel&&) noexcept;
+  LanguageModel& operator=(LanguageModel&&) noexcept;
+  ~LanguageModel();
+
+  const ModelConfig& config() const { return config_; }
+  int64_t context() const { return context_; }
+  int64_t position() const { return position_; }  // tokens in the KV cache
+
+  // Runs `ids` after the cached tokens; returns [ids.size() x vocab] logits with all_logits,
+  // else the last position's [vocab]. Error if the tokens would overflow the context.
+  std::vector<float> step(const std::vector<int32_t>& ids);
+  void reset() { rewind(0); }  // forget the cached tokens (the cache is overwritten, not cleared)
+  void rewind(int64_t n);       // keep only the first n cached tokens (a shared prompt prefix)
+
+  double load_ms() const { return load_ms_; }
+  double compile_ms() const { return compile_ms_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  size_t cache_bytes() const;
+  const CompileResult& compiled() const { return compiled_; }
+
+ private:
+  LanguageModel() = default;
+  ModelConfig config_;
+  std::unique_ptr<Interpreter> runtime_;
+  CompileResult compiled_;
+  int64_t context_ = 0, position_ = 0;
+  bool all_logits_ = false;
+  double load_ms_ = 0, compile_ms_ = 0;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace luminal

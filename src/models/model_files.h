@@ -1,0 +1,22 @@
+#pragma once
+// Opens what a model path holds: a Hugging Face folder (config.json, generation_config.json,
+// safetensors) or a GGUF file, as one config and one weight store.
+#include <memory>
+#include <string>
+
+#include "models/model_config.h"
+#include "models/weight_store.h"
+
+namespace luminal {
+
+struct ModelFiles {
+  ModelConfig config;
+  std::unique_ptr<WeightStore> weights;
+  bool is_gguf = false;
+};
+
+ModelFiles open_model_files(const std::string& path);
+
+bool is_gguf_path(const std::string& path);
+
+}  // namespace luminal

@@ -1,0 +1,89 @@
+#include "runtime/strided_matmul.h"
+
+#include <cstring>
+
+namespace luminal {
+
+namespace {
+
+// acc[j] = sum over p of a[p*sa] * b[p*sbk + j*sbn], for 4 columns at once: four independent
+// f32 chains, each in k order, so the result is bitwise the generic kernel's.
+inline void dot4(const float* a, int64_t sa, const float* b, int64_t sbk, int64_t sbn, int64_t k, float* acc) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  const float *b0 = b, *b1 = b + sbn, *b2 = b + 2 * sbn, *b3 = b + 3 * sbn;
+  for (int64_t p = 0; p < k; ++p) {
+    float x = a[p * sa];
+    int64_t o = p * sbk;
+    s0 += x * b0[o];
+    s1 += x * b1[o];
+    s2 += x * b2[o];
+    s3 += x * b3[o];
+  }
+  acc[0] = s0, acc[1] = s1, acc[2] = s2, acc[3] = s3;
+}
+
+inline float dot1(const float* a, int64_t sa, const float* b, int64_t sbk, int64_t k) {
+  float s = 0;
+  for (int64_t p = 0; p < k; ++p) s += a[p * sa] * b[p * sbk];
+  return s;
+}
+
+// An operand as a float pointer plus strides: the buffer itself when the view is one strided
+// layer, else a contiguous copy of the view (O(size), against the product's O(m*n*k)).
+struct Operand {
+  const float* data = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  std::vector<float> copy;
+
+  Operand(const Reader& r, const std::vector<int64_t>& shape) {
+    if (r.strided()) {
+      data = reinterpret_cast<const float*>(r.buffer().bytes());
+      offset = r.strided()->offset;
+      strides = r.strided()->strides;
+      return;
+    }
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    copy.resize(static_cast<size_t>(n));
+    for (int64_t z = 0; z < n; ++z) copy[static_cast<size_t>(z)] = static_cast<float>(r(z));
+    data = copy.data();
+    strides.assign(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  }
+};
+
+}  // namespace
+
+bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+  if (a.dtype() != DType::F32 || b.dtype() != DType::F32 || out.dtype() != DType::F32) return false;
+  Operand sa(a, shapes[0]), sb(b, shapes[1]);
+  const std::vector<int64_t>& as = shapes[0];
+  size_t r = as.size();
+  int64_t m = as[r - 2], k = as[r - 1], n = shapes[1][r - 1];
+  const float* A = sa.data;
+  const float* B = sb.data;
+  float* C = reinterpret_cast<float*>(out.bytes());
+  int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * n);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    // Batch coordinate -> base offsets (row-major over the leading dims).
+    int64_t rem = bi, base_a = sa.offset, base_b = sb.offset;
+    for (size_t d = r - 2; d-- > 0;) {
+      int64_t c = rem % as[d];
+      rem /= as[d];
+      base_a += c * sa.strides[d];
+      base_b += c * sb.strides[d];
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const float* arow = A + base_a + i * sa.strides[r - 2];
+      float* crow = C + (bi * m + i) * n;
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4)
+        dot4(arow, sa.strides[r - 1], B + base_b + j * sb.strides[r - 1], sb.strides[r - 2], sb.strides[r - 1], k, crow + j);
+      for (; j < n; ++j) crow[j] = dot1(arow, sa.strides[r - 1], B + base_b + j * sb.strides[r - 1], sb.strides[r - 2], k);
+    }
+  }
+  return true;
+}
+
+}  // namespace luminal

@@ -1,0 +1,83 @@
+// Every model family against the logits and greedy tokens transformers produced for the same
+// tiny checkpoint (tests/data/models).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/fixture.h"
+#include "models/language_model.h"
+
+namespace luminal {
+namespace {
+
+using fixtures::Reference;
+
+class FixtureModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureModel, PrefillLogitsMatchTransformers) {
+  Reference ref = fixtures::load_reference(GetParam());
+  ModelOptions o;
+  o.all_logits = true;
+  o.context = 64;
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  std::vector<float> logits = m.step(ref.input_ids);
+  size_t vocab = static_cast<size_t>(m.config().vocab);
+  ASSERT_EQ(logits.size(), ref.input_ids.size() * vocab);
+  double worst = 0;
+  for (size_t p = 0; p < ref.logits.size(); ++p) {
+    ASSERT_EQ(ref.logits[p].size(), vocab);
+    for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(logits[p * vocab + v]) - ref.logits[p][v]));
+  }
+  EXPECT_LE(worst, 1e-3) << GetParam();
+  RecordProperty("max_abs_error", std::to_string(worst));
+}
+
+TEST_P(FixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
+  Reference ref = fixtures::load_reference(GetParam());
+  ModelOptions o;
+  o.context = 64;
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  size_t vocab = static_cast<size_t>(m.config().vocab);
+  std::vector<float> last = m.step(ref.input_ids);
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < ref.greedy_new_tokens.size(); ++i) {
+    ASSERT_EQ(last.size(), vocab);
+    int32_t next = fixtures::argmax(last.data(), vocab);
+    got.push_back(next);
+    if (i + 1 < ref.greedy_new_tokens.size()) last = m.step({next});
+  }
+  EXPECT_EQ(got, ref.greedy_new_tokens) << GetParam();
+}
+
+// Decoding token by token through the cache gives the logits of one prefill over the whole
+// sequence.
+TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
+  Reference ref = fixtures::load_reference(GetParam());
+  std::vector<int32_t> seq = ref.input_ids;
+  seq.insert(seq.end(), ref.greedy_new_tokens.begin(), ref.greedy_new_tokens.begin() + 4);
+  ModelOptions o;
+  o.all_logits = true;
+  o.context = 32;
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  size_t vocab = static_cast<size_t>(m.config().vocab);
+  std::vector<float> full = m.step(seq);
+  m.reset();
+  m.step(std::vector<int32_t>(seq.begin(), seq.begin() + 5));
+  std::vector<float> steps;
+  for (size_t i = 5; i < seq.size(); ++i) steps = m.step({seq[i]});
+  ASSERT_EQ(steps.size(), vocab);
+  double worst = 0;
+  for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(steps[v]) - full[(seq.size() - 1) * vocab + v]));
+  EXPECT_LE(worst, 1e-4) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFamilies, FixtureModel, ::testing::ValuesIn(fixtures::model_names()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace luminal
