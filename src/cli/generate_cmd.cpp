@@ -117,7 +117,7 @@ int run_generate(int argc, char** argv) {
     std::cout << j.dump() << "\n";
   } else {
     if (!tok) std::cout << "new token ids: " << json_ids(r.new_tokens);
-    std::cout << "\n";
+    std::cout << "\n" << std::flush;
     double tps = r.tpot_ms > 0 ? 1000.0 / r.tpot_ms : 0;
     std::fprintf(stderr, "[%zu prompt tokens, %zu new (%s); compile %.0f ms, load %.0f ms, TTFT %.1f ms, TPOT %.1f ms (%.1f tok/s)]\n",
                  prompt.size(), r.new_tokens.size(), r.stop_reason.c_str(), m.compile_ms(), m.load_ms(), r.ttft_ms,

@@ -127,18 +127,19 @@ class DecoderBuilder {
       keys_[l] = slice(scatter(kc, 1, pos, k), 1, 0, total_);
       values_[l] = slice(scatter(vc, 1, pos, v), 1, 0, total_);
     }
-    Tensor k_all = keys_.at(cache_layer), v_all = values_.at(cache_layer);
+    Tensor k_all = keys_.at(cache_layer), v_all = values_.at(cache_layer);  // [kvh, total, hd]
     kvh = c_.layer[cache_layer].kv_heads;
     int64_t group = heads / kvh;
-    auto per_head = [&](const Tensor& t) {
-      return reshape(expand(unsqueeze(t, 1), {kvh, group, total_, hd}), {heads, total_, hd});
-    };
+    // Grouped-query attention without repeating keys: the `group` query heads of one kv head
+    // are stacked along the query axis, [kvh, group*seq, hd] (a reshape of contiguous q).
+    Tensor qg = reshape(q, {kvh, group * seq_, hd});
     double scale = c_.attn_scale > 0 ? c_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
-    Tensor scores = matmul(q, transpose(per_head(k_all), 1, 2));
+    Tensor scores = matmul(qg, transpose(k_all, 1, 2));  // [kvh, group*seq, total]
     if (scale != 1.0) scores = scores * scale;
     if (c_.attn_softcap) scores = tanh(scores * (1.0 / *c_.attn_softcap)) * *c_.attn_softcap;
-    scores = where(mask(L.sliding), scores, -std::numeric_limits<double>::infinity());
-    Tensor out = matmul(softmax(scores, -1), per_head(v_all));  // [heads, seq, hd]
+    scores = where(mask(L.sliding), reshape(scores, {kvh, group, seq_, total_}), -std::numeric_limits<double>::infinity());
+    Tensor probs = reshape(softmax(scores, -1), {kvh, group * seq_, total_});
+    Tensor out = reshape(matmul(probs, v_all), {heads, seq_, hd});
     Tensor merged = reshape(permute(out, {1, 0, 2}), {seq_, heads * hd});
     return proj(merged, p + "o_proj", c_.hidden, heads * hd, false);
   }

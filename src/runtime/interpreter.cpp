@@ -68,7 +68,15 @@ Reader::Reader(const Buffer& src, const View& view, const DimMap& dims)
   IndexExprs e = view.flat_index();
   index_ = ExprProgram(e.index, dims);
   valid_ = ExprProgram(e.valid, dims);
-  if (view.layers().size() == 1 && !view.has_mask()) {
+  // A mask that covers the whole shape once dims are bound (a slice to past+seq of a cache of
+  // fixed length) masks nothing: the view is plain strided after all.
+  auto mask_is_full = [&](const ViewLayer& l) {
+    for (size_t d = 0; d < l.shape.size(); ++d)
+      if (l.mask_lo[d].eval(dims) > 0 || l.mask_hi[d].eval(dims) < l.shape[d].eval(dims)) return false;
+    return true;
+  };
+  if (view.layers().size() == 1 && (!view.has_mask() || mask_is_full(view.layers()[0]))) {
+    always_valid_ = true;
     const ViewLayer& l = view.layers()[0];
     Strided s;
     s.offset = l.offset.eval(dims);

@@ -74,14 +74,16 @@ bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std:
       base_a += c * sa.strides[d];
       base_b += c * sb.strides[d];
     }
-    for (int64_t i = 0; i < m; ++i) {
-      const float* arow = A + base_a + i * sa.strides[r - 2];
-      float* crow = C + (bi * m + i) * n;
-      int64_t j = 0;
-      for (; j + 4 <= n; j += 4)
-        dot4(arow, sa.strides[r - 1], B + base_b + j * sb.strides[r - 1], sb.strides[r - 2], sb.strides[r - 1], k, crow + j);
-      for (; j < n; ++j) crow[j] = dot1(arow, sa.strides[r - 1], B + base_b + j * sb.strides[r - 1], sb.strides[r - 2], k);
-    }
+    // Four columns of B at a time against every row of A: the columns stay in cache while the
+    // (smaller) rows of A stream past them.
+    const int64_t sak = sa.strides[r - 1], sbk = sb.strides[r - 2], sbn = sb.strides[r - 1];
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+      for (int64_t i = 0; i < m; ++i)
+        dot4(A + base_a + i * sa.strides[r - 2], sak, B + base_b + j * sbn, sbk, sbn, k, C + (bi * m + i) * n + j);
+    for (; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        C[(bi * m + i) * n + j] = dot1(A + base_a + i * sa.strides[r - 2], sak, B + base_b + j * sbn, sbk, k);
   }
   return true;
 }

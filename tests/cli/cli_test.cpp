@@ -1,0 +1,113 @@
+// The `luminal` binary end to end: its JSON outputs against the transformers fixtures, and its
+// errors for bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int status;
+  std::string out;
+};
+
+// Runs the CLI with stderr folded into the output when `with_stderr`.
+CliRun luminal(const std::string& args, bool with_stderr = false) {
+  std::string cmd = std::string(LUMINAL_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string model(const std::string& name) { return std::string(LUMINAL_TEST_DATA) + "/models/" + name; }
+
+nlohmann::json reference(const std::string& name) {
+  return nlohmann::json::parse(std::ifstream(model(name) + "/reference.json"));
+}
+
+std::string ids_arg(const nlohmann::json& ids) {
+  std::string s;
+  for (const auto& id : ids) s += (s.empty() ? "" : " ") + std::to_string(id.get<int>());
+  return "\"" + s + "\"";
+}
+
+class CliFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliFixture, LogitsCommandMatchesTransformers) {
+  nlohmann::json ref = reference(GetParam());
+  CliRun r = luminal("logits --no-cache --model " + model(GetParam()) + " --ids " + ids_arg(ref["input_ids"]));
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json got = nlohmann::json::parse(r.out);
+  ASSERT_EQ(got["logits"].size(), ref["logits"].size());
+  double worst = 0;
+  for (size_t p = 0; p < ref["logits"].size(); ++p) {
+    ASSERT_EQ(got["logits"][p].size(), ref["logits"][p].size());
+    for (size_t v = 0; v < ref["logits"][p].size(); ++v)
+      worst = std::max(worst, std::abs(got["logits"][p][v].get<double>() - ref["logits"][p][v].get<double>()));
+  }
+  EXPECT_LE(worst, 1e-3);
+}
+
+TEST_P(CliFixture, GenerateJsonReproducesGreedyTokens) {
+  nlohmann::json ref = reference(GetParam());
+  size_t n = ref["greedy_new_tokens"].size();
+  CliRun r = luminal("generate --no-cache --json --ignore-eos --model " + model(GetParam()) + " --ids " +
+                  ids_arg(ref["input_ids"]) + " --max-new-tokens " + std::to_string(n));
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["new_token_ids"], ref["greedy_new_tokens"]);
+  for (const char* key : {"text", "compile_ms", "ttft_ms", "tpot_ms", "prompt_tokens"}) EXPECT_TRUE(got.contains(key)) << key;
+  EXPECT_EQ(got["prompt_tokens"], ref["input_ids"].size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CliFixture,
+                         ::testing::Values("llama-tiny", "qwen3-tiny", "gemma3-tiny", "qwen3-moe-tiny", "gemma4-tiny",
+                                           "gemma4-moe-tiny"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+TEST(Cli, EveryCommandHasHelp) {
+  for (const char* cmd : {"generate", "chat", "tokenize", "logits", "bench", "compile", "example"}) {
+    CliRun r = luminal(std::string(cmd) + " --help");
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("usage: luminal " + std::string(cmd)), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
+TEST(Cli, BadInputGivesAClearErrorAndStatus1) {
+  CliRun missing = luminal("generate --model /nonexistent/model --ids \"1 2\"", true);
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("'/nonexistent/model' does not exist"), std::string::npos) << missing.out;
+  CliRun no_tokenizer = luminal("generate --no-cache --model " + model("llama-tiny") + " --prompt hi", true);
+  EXPECT_EQ(no_tokenizer.status, 1);
+  EXPECT_NE(no_tokenizer.out.find("--ids"), std::string::npos) << no_tokenizer.out;
+  CliRun too_long = luminal("generate --no-cache --context 4 --model " + model("llama-tiny") + " --ids \"1 2 3 4 5\"", true);
+  EXPECT_EQ(too_long.status, 1);
+  EXPECT_NE(too_long.out.find("context"), std::string::npos) << too_long.out;
+  CliRun bad_option = luminal("logits --frobnicate", true);
+  EXPECT_EQ(bad_option.status, 1);
+  EXPECT_NE(bad_option.out.find("unknown option '--frobnicate'"), std::string::npos) << bad_option.out;
+}
+
+TEST(Cli, BenchPrintsOneJsonLine) {
+  CliRun r = luminal("bench --no-cache --model " + model("qwen3-tiny") + " --prompt-tokens 8 --new-tokens 4 --iters 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"compile_ms", "ttft_ms", "tpot_ms", "tokens_per_s", "peak_rss_bytes"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j["tpot_ms"].get<double>(), 0);
+}
+
+}  // namespace
