@@ -11,7 +11,9 @@
 #include "compiler/compile.h"
 #include "compiler/plan_cache.h"
 #include "core/error.h"
+#include "models/decoder_graph.h"
 #include "models/llama_graph.h"
+#include "models/model_files.h"
 
 namespace luminal::cli {
 
@@ -19,6 +21,9 @@ static const char* kHelp =
     "usage: luminal compile [options]\n"
     "  Compiles a built-in Llama-architecture graph (weights are not needed to compile) and\n"
     "  reports e-graph sizes, rule statistics, the search and the chosen plan.\n\n"
+    "  --model PATH         compile a real model's graph (a Hugging Face folder or a .gguf file;\n"
+    "                       only its config is read) instead of the built-in one\n"
+    "  --context N          KV cache length for --model (default 4096)\n"
     "  --size tiny|8b       model shape (default tiny: 2 layers, hidden 64)\n"
     "  --layers N           number of decoder layers (default: the shape's)\n"
     "  --search N           profile up to N candidate plans on the reference runtime (default 0)\n"
@@ -37,7 +42,8 @@ int run_compile(int argc, char** argv) {
   CompileOptions opts;
   opts.cache_dir = default_cache_dir();
   bool print_plan = false;
-  std::string dot_plan, dot_egraph;
+  std::string dot_plan, dot_egraph, model_path;
+  int64_t context = 4096;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -60,7 +66,9 @@ int run_compile(int argc, char** argv) {
       if (v == "tiny") shape = LlamaShape::tiny();
       else if (v == "8b") shape = LlamaShape::llama3_8b();
       else throw Error("compile: --size must be tiny or 8b, got '" + v + "'");
-    } else if (a == "--layers") layers = number();
+    } else if (a == "--model") model_path = value();
+    else if (a == "--context") context = number();
+    else if (a == "--layers") layers = number();
     else if (a == "--search") opts.search.limit = static_cast<int>(number());
     else if (a == "--seq") seq = number();
     else if (a == "--past") past = number();
@@ -73,14 +81,24 @@ int run_compile(int argc, char** argv) {
     else if (a == "--dot-egraph") dot_egraph = value();
     else throw Error("compile: unknown option '" + a + "' (see luminal compile --help)");
   }
-  if (layers > 0) shape.layers = layers;
   opts.search.profile_dims = {{"seq", seq}, {"past", past}};
   opts.cost.dims = opts.search.profile_dims;
 
   Graph g;
-  build_llama(g, shape);
-  std::printf("graph: llama, %lld layers, hidden %lld: %zu HLIR nodes\n", static_cast<long long>(shape.layers),
-              static_cast<long long>(shape.hidden), g.size());
+  if (!model_path.empty()) {
+    ModelFiles files = open_model_files(model_path);
+    DecoderGraphOptions go;
+    go.context = context;
+    go.weight_dtype = files.weights->natural_dtype();
+    build_decoder(g, files.config, go);
+    std::printf("graph: %s, %lld layers, hidden %lld: %zu HLIR nodes\n", files.config.model_type.c_str(),
+                static_cast<long long>(files.config.layers), static_cast<long long>(files.config.hidden), g.size());
+  } else {
+    if (layers > 0) shape.layers = layers;
+    build_llama(g, shape);
+    std::printf("graph: llama, %lld layers, hidden %lld: %zu HLIR nodes\n", static_cast<long long>(shape.layers),
+                static_cast<long long>(shape.hidden), g.size());
+  }
   bool tty = isatty(STDERR_FILENO);
   opts.progress = [&](const SearchReport& r) {
     if (!tty) return;

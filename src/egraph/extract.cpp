@@ -37,13 +37,20 @@ double CostModel::node_cost(const EGraph& eg, const ENode& n, const TensorInfo& 
     const TensorInfo& t = eg.info(k);
     bytes += elements(t.shape, *this) * static_cast<double>(dtype_size(t.dtype));
   }
+  // A fused reduction walks its whole iteration domain, which for a reduction over a broadcast
+  // product (a matmul written out) is far more than the bytes it reads.
+  if (!op.primitive && n.attr != AttrTable::kNone && !eg.attr(n).code.empty() && !eg.attr(n).exprs.empty()) {
+    double read = 0;
+    for (ClassId k : n.kids) read += elements(eg.info(k).shape, *this);
+    bytes += std::max(0.0, elements(eg.attr(n).exprs, *this) - read) * static_cast<double>(dtype_size(out.dtype));
+  }
   return kLaunchCost + bytes * kCostPerByte;
 }
 
 Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
-  // Knuth's generalisation of Dijkstra: with positive costs, a class's cheapest tree is final
-  // once it is the cheapest candidate left. A node becomes a candidate when all its children are
-  // final. Each node is touched once per child: O(E log E), whatever the e-graph's depth.
+  // Knuth's generalisation of Dijkstra: a class's choice is final once it is the cheapest
+  // candidate left. A node becomes a candidate when all its children are final, so every choice
+  // is acyclic. Each node is touched once per child: O(E log E), whatever the e-graph's depth.
   struct Candidate {
     double cost;
     ClassId cls;
@@ -57,9 +64,25 @@ Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
   // most once.
   std::unordered_map<ENode, std::pair<std::vector<ClassId>, const ENode*>, ENodeHash> waiting;
   Choice choice;
+  // A class read by several parents is computed once, so each parent carries only its share of
+  // the class's cost. Plain tree costs count a shared class once per path: through the residual
+  // stream of a deep model they grow exponentially with depth, until a kernel's own cost is
+  // lost in the rounding of its inputs' and extraction picks at random (docs/lessons.md).
+  std::unordered_map<ClassId, double> users;
+  auto share = [&](ClassId k) {
+    auto it = users.find(k);
+    if (it != users.end()) return it->second;
+    std::vector<ClassId> ps;
+    // Only the graph's own ops count as readers: kernel nodes are alternatives to them.
+    for (const auto& [pnode, pclass] : eg.eclass(k).parents)
+      if (pnode.op == eg.ops().view() || eg.ops().info(pnode.op).primitive) ps.push_back(eg.find(pclass));
+    std::sort(ps.begin(), ps.end());
+    double n = static_cast<double>(std::unique(ps.begin(), ps.end()) - ps.begin());
+    return users[k] = std::max(1.0, n);
+  };
   auto push = [&](ClassId c, const ENode& n) {
     double cost = cm.node_cost(eg, n, eg.info(c));
-    for (ClassId k : n.kids) cost += best.at(eg.find(k));
+    for (ClassId k : n.kids) cost += best.at(eg.find(k)) / share(eg.find(k));
     heap.push({cost, c, &n});
   };
   for (ClassId c : eg.class_ids())

@@ -144,6 +144,7 @@ std::optional<ENode> with_epilogue(EGraph& g, const Builder& epi, size_t slot, c
   std::vector<int64_t> tail = e.encode();
   a.code.insert(a.code.end(), tail.begin(), tail.end());
   a.axis = g.attr(r).axis;
+  a.exprs = g.info(r.kids[0]).shape;  // the iteration domain, for the cost model
   OpId kind = g.ops().info(r.op).kind == OpKind::SumReduce ? fused_sum : fused_max;
   return ENode{kind, g.attrs().intern(a), kids};
 }
@@ -175,7 +176,10 @@ size_t fuse_elementwise(EGraph& g) {
       if (cyclic) continue;
       Attr a;
       a.code = b.prog.encode();
-      if (reduce) a.axis = g.attr(n).axis;
+      if (reduce) {
+        a.axis = g.attr(n).axis;
+        a.exprs = g.info(n.kids[0]).shape;  // the iteration domain, for the cost model
+      }
       OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
       todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
       // An elementwise tree fed by a reduction (of the same shape) can also be the reduction's

@@ -139,3 +139,4 @@ TEST(Recognize, LayerNormWithAndWithoutAffine) {
   layer_norm(x * 3.0, 1, std::nullopt, std::nullopt, 1e-6).output("z");
   check(g, "LayerNorm", 2, {{"s", 3}});
 }
+
