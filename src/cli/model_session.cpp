@@ -20,16 +20,17 @@ void add_model_options(Args& a) {
   a.option("--model", "PATH", "a Hugging Face model folder (config.json + safetensors) or a .gguf file")
       .option("--context", "N", "KV cache length in tokens (default: max_position_embeddings, at most 4096)")
       .option("--search", "N", "candidate plans to profile when compiling", "0")
-      .option("--backend", "NAME", "where to run: cpu (the reference runtime)", "cpu")
+      .option("--backend", "NAME", "where to run: cpu (native kernels, threads) or reference (the exact interpreter)", "cpu")
+      .option("--threads", "N", "cpu backend threads (default: $LUMINAL_THREADS or all)")
       .option("--cache", "DIR", "plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)")
       .flag("--no-cache", "do not read or write the plan cache");
 }
 
 ModelOptions model_options(const Args& a, bool all_logits) {
   if (!a.has("--model")) throw Error("--model PATH is required (a Hugging Face model folder or a .gguf file)");
-  if (a.str("--backend") != "cpu")
-    throw Error("backend '" + a.str("--backend") + "' is not available (available: cpu)");
   ModelOptions o;
+  o.backend = a.str("--backend");
+  if (a.has("--threads")) o.threads = static_cast<int>(a.integer("--threads"));
   o.all_logits = all_logits;
   if (a.has("--context")) o.context = a.integer("--context");
   o.search = static_cast<int>(a.integer("--search"));

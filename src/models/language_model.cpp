@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
 #include "models/model_files.h"
@@ -53,7 +55,14 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   m.compile_ms_ = m.compiled_.compile_ms;
   report("compiling", 1);
 
+  m.backend_ = opts.backend;
   m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
+  if (opts.backend == "cpu") {
+    m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);
+    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_));
+  } else if (opts.backend != "reference") {
+    throw Error("backend '" + opts.backend + "' is not available (available: cpu, reference)");
+  }
   Interpreter& rt = *m.runtime_;
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
   size_t done = 0;

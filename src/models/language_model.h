@@ -11,12 +11,18 @@
 #include "models/model_config.h"
 #include "runtime/interpreter.h"
 
+namespace luminal::cpu {
+class ThreadPool;
+}
+
 namespace luminal {
 
 struct ModelOptions {
   int64_t context = 0;      // KV cache length; 0: max_position_embeddings capped at 4096
   bool all_logits = false;  // step() returns logits for every position, not just the last
   int search = 0;           // candidate plans to profile (0: the cost model's plan)
+  std::string backend = "cpu";  // cpu (native kernels, threads) or reference (the exact interpreter)
+  int threads = 0;          // cpu backend threads; 0: $LUMINAL_THREADS or all hardware threads
   std::string cache_dir;    // plan cache folder; empty: no cache
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
@@ -45,14 +51,17 @@ class LanguageModel {
   size_t weight_bytes() const { return weight_bytes_; }
   size_t cache_bytes() const;
   const CompileResult& compiled() const { return compiled_; }
+  const std::string& backend() const { return backend_; }
 
  private:
   LanguageModel() = default;
   ModelConfig config_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  // before runtime_: the runtime's kernels use it
   std::unique_ptr<Interpreter> runtime_;
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
   bool all_logits_ = false;
+  std::string backend_;
   double load_ms_ = 0, compile_ms_ = 0;
   size_t weight_bytes_ = 0;
 };

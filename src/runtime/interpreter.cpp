@@ -146,6 +146,7 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
       break;
     }
     case OpKind::Kernel: {
+      if (hook_ && hook_(n, in, dims_, out)) break;
       std::vector<Reader> readers;
       std::vector<std::vector<int64_t>> shapes;
       for (size_t k = 0; k < n.inputs.size(); ++k) {

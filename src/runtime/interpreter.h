@@ -1,6 +1,7 @@
 #pragma once
 // The reference interpreter: runs any HLIR graph with exact semantics, one element at a time.
 // It is the oracle every other backend is tested against, so it favours clarity over speed.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,12 @@ class Interpreter {
   std::vector<T> output_as(const std::string& name) const;
 
   const Graph& graph() const { return graph_; }
+
+  // A backend's kernels: called for every Kernel node before the reference kernel; returns
+  // false to leave the node to the reference kernel. `in` are the input buffers, read through
+  // the node's input views with `dims`.
+  using KernelHook = std::function<bool(const Node& n, const std::vector<const Buffer*>& in, const DimMap& dims, Buffer& out)>;
+  void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
   const DimMap& dims() const { return dims_; }
 
  private:
@@ -44,6 +51,7 @@ class Interpreter {
   std::map<NodeId, Buffer> inputs_;
   std::map<std::string, Buffer> outputs_;
   DimMap explicit_dims_;
+  KernelHook hook_;
   DimMap dims_;
 };
 

@@ -28,8 +28,8 @@ inline float dot1(const float* a, int64_t sa, const float* b, int64_t sbk, int64
   return s;
 }
 
-// An operand as a float pointer plus strides: the buffer itself when the view is one strided
-// layer, else a contiguous copy of the view (O(size), against the product's O(m*n*k)).
+// An operand as a float pointer plus strides: the buffer itself when it is f32 read through one
+// strided layer, else a contiguous f32 copy of the view (O(size), against the product's O(m*n*k)).
 struct Operand {
   const float* data = nullptr;
   int64_t offset = 0;
@@ -37,7 +37,7 @@ struct Operand {
   std::vector<float> copy;
 
   Operand(const Reader& r, const std::vector<int64_t>& shape) {
-    if (r.strided()) {
+    if (r.strided() && r.dtype() == DType::F32) {
       data = reinterpret_cast<const float*>(r.buffer().bytes());
       offset = r.strided()->offset;
       strides = r.strided()->strides;
@@ -56,7 +56,8 @@ struct Operand {
 }  // namespace
 
 bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
-  if (a.dtype() != DType::F32 || b.dtype() != DType::F32 || out.dtype() != DType::F32) return false;
+  // B may be a bf16/f16 weight: its elements widen to f32 exactly (as the Mul would convert them).
+  if (a.dtype() != DType::F32 || out.dtype() != DType::F32 || !is_float(b.dtype())) return false;
   Operand sa(a, shapes[0]), sb(b, shapes[1]);
   const std::vector<int64_t>& as = shapes[0];
   size_t r = as.size();

@@ -10,7 +10,7 @@
 
 namespace luminal {
 
-// False (and nothing written) unless both operands and the result are f32.
+// False (and nothing written) unless A and the result are f32 and B is a float type.
 bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std::vector<int64_t>>& shapes, Buffer& out);
 
 }  // namespace luminal

@@ -140,3 +140,18 @@ TEST(Recognize, LayerNormWithAndWithoutAffine) {
   check(g, "LayerNorm", 2, {{"s", 3}});
 }
 
+
+// A bf16 weight cast to f32 for a matmul is read directly by the Matmul (no f32 copy), with the
+// bit-exact result of the cast-then-multiply graph.
+TEST(Recognize, MatmulReadsNarrowWeightsWithoutACast) {
+  for (DType t : {DType::BF16, DType::F16}) {
+    Graph g;
+    Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 12});
+    Tensor w = input(g, "w", t, {7, 12});
+    linear(x, cast(w, DType::F32), std::nullopt).output("y");
+    CompileResult r = compile(g);
+    EXPECT_EQ(count_kernels(r.plan, "Matmul"), 1);
+    for (const Node& n : r.plan.nodes()) EXPECT_NE(n.op, OpKind::Cast) << r.plan.dump();
+    plancheck::expect_same_outputs(g, r.plan, {{"s", 3}}, 0.0);
+  }
+}

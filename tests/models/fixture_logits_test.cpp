@@ -12,14 +12,23 @@ namespace {
 
 using fixtures::Reference;
 
-class FixtureModel : public ::testing::TestWithParam<std::string> {};
+// (fixture, backend): the reference interpreter and the cpu backend must both match.
+class FixtureModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  std::string name() const { return std::get<0>(GetParam()); }
+  ModelOptions options(int64_t context, bool all_logits) const {
+    ModelOptions o;
+    o.context = context;
+    o.all_logits = all_logits;
+    o.backend = std::get<1>(GetParam());
+    o.threads = 2;
+    return o;
+  }
+};
 
 TEST_P(FixtureModel, PrefillLogitsMatchTransformers) {
-  Reference ref = fixtures::load_reference(GetParam());
-  ModelOptions o;
-  o.all_logits = true;
-  o.context = 64;
-  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  Reference ref = fixtures::load_reference(name());
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(name()), options(64, true));
   std::vector<float> logits = m.step(ref.input_ids);
   size_t vocab = static_cast<size_t>(m.config().vocab);
   ASSERT_EQ(logits.size(), ref.input_ids.size() * vocab);
@@ -28,15 +37,13 @@ TEST_P(FixtureModel, PrefillLogitsMatchTransformers) {
     ASSERT_EQ(ref.logits[p].size(), vocab);
     for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(logits[p * vocab + v]) - ref.logits[p][v]));
   }
-  EXPECT_LE(worst, 1e-3) << GetParam();
+  EXPECT_LE(worst, 1e-3) << name();
   RecordProperty("max_abs_error", std::to_string(worst));
 }
 
 TEST_P(FixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
-  Reference ref = fixtures::load_reference(GetParam());
-  ModelOptions o;
-  o.context = 64;
-  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  Reference ref = fixtures::load_reference(name());
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(name()), options(64, false));
   size_t vocab = static_cast<size_t>(m.config().vocab);
   std::vector<float> last = m.step(ref.input_ids);
   std::vector<int32_t> got;
@@ -46,19 +53,16 @@ TEST_P(FixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
     got.push_back(next);
     if (i + 1 < ref.greedy_new_tokens.size()) last = m.step({next});
   }
-  EXPECT_EQ(got, ref.greedy_new_tokens) << GetParam();
+  EXPECT_EQ(got, ref.greedy_new_tokens) << name();
 }
 
 // Decoding token by token through the cache gives the logits of one prefill over the whole
 // sequence.
 TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
-  Reference ref = fixtures::load_reference(GetParam());
+  Reference ref = fixtures::load_reference(name());
   std::vector<int32_t> seq = ref.input_ids;
   seq.insert(seq.end(), ref.greedy_new_tokens.begin(), ref.greedy_new_tokens.begin() + 4);
-  ModelOptions o;
-  o.all_logits = true;
-  o.context = 32;
-  LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
+  LanguageModel m = LanguageModel::load(fixtures::model_dir(name()), options(32, true));
   size_t vocab = static_cast<size_t>(m.config().vocab);
   std::vector<float> full = m.step(seq);
   m.reset();
@@ -68,12 +72,14 @@ TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
   ASSERT_EQ(steps.size(), vocab);
   double worst = 0;
   for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(steps[v]) - full[(seq.size() - 1) * vocab + v]));
-  EXPECT_LE(worst, 1e-4) << GetParam();
+  EXPECT_LE(worst, 1e-4) << name();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFamilies, FixtureModel, ::testing::ValuesIn(fixtures::model_names()),
+INSTANTIATE_TEST_SUITE_P(AllFamilies, FixtureModel,
+                         ::testing::Combine(::testing::ValuesIn(fixtures::model_names()),
+                                            ::testing::Values("reference", "cpu")),
                          [](const auto& info) {
-                           std::string n = info.param;
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;

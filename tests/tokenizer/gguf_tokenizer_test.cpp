@@ -2,6 +2,8 @@
 // re-packed as llama.cpp stores them ("gpt2" with merges; "llama" with scores), checked against
 // the Hugging Face fixture ids, plus metadata handling and errors on tiny files.
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -63,8 +65,10 @@ struct FixtureCase {
 
 std::vector<FixtureCase> fixture(const std::string& model) {
   std::ifstream in(test::tokenizer_data_dir() + "/tokenizer_encodings.json");
+  const json doc = json::parse(in);  // named: a range-for over a temporary's member dangles
   std::vector<FixtureCase> out;
-  for (const json& e : json::parse(in)["encodings"][model]) out.push_back({e["text"], e["ids"]});
+  for (const json& e : doc["encodings"][model]) out.push_back({e["text"], e["ids"]});
+  if (out.empty()) throw std::runtime_error("no fixture strings for " + model);
   return out;
 }
 

@@ -1,0 +1,110 @@
+// GEMV with a 4096x4096 weight (bf16 and f32) against this machine's measured memory read
+// bandwidth, in one run. Decode streams every layer's weights once per token, so the weights
+// rotate through 16 distinct matrices (512 MiB in bf16): each GEMV reads cold memory, as in a
+// model, not a copy left in the last-level cache. Also: a 128-row GEMM (prefill) in GFLOP/s.
+//
+//   ./build/benchmarks/gemv_bench [--threads N] [--reps R]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "backends/cpu/weight_gemm.h"
+#include "core/dtype.h"
+
+using namespace luminal;
+using namespace luminal::cpu;
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+__attribute__((target("avx2"))) float sum_block(const float* p, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+  }
+  float out[8];
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+// Read bandwidth: summing a 1 GiB buffer, split over the pool's threads.
+double read_bandwidth(ThreadPool& pool, int reps) {
+  const int64_t n = int64_t(1) << 28;  // 1 GiB of floats
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  std::vector<double> times;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    std::vector<float> part(static_cast<size_t>(pool.size()), 0);
+    pool.parallel_for(n / 32, [&](int64_t b, int64_t e) { part[static_cast<size_t>(b * pool.size() / (n / 32))] += sum_block(buf.data() + b * 32, (e - b) * 32); });
+    times.push_back(now_s() - t0);
+    for (float p : part) sink = sink + p;
+  }
+  return static_cast<double>(n) * 4 / median(times) / 1e9;
+}
+
+struct Result {
+  double ms, gbps;
+};
+
+Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
+  const int64_t N = 4096, K = 4096, copies = 16;
+  size_t es = t == DType::BF16 ? 2 : 4;
+  std::vector<uint8_t> w(static_cast<size_t>(copies * N * K) * es);
+  for (size_t i = 0; i < w.size(); i += 2) {
+    uint16_t v = f32_to_bf16(static_cast<float>((i / 2) % 97) * 0.01f - 0.5f);
+    std::memcpy(&w[i], &v, 2);
+  }
+  std::vector<float> a(static_cast<size_t>(m * K), 0.5f), c(static_cast<size_t>(m * N));
+  std::vector<double> times;
+  for (int r = 0; r < reps * static_cast<int>(copies); ++r) {
+    const uint8_t* wr = w.data() + static_cast<size_t>((r % copies) * N * K) * es;
+    double t0 = now_s();
+    weight_gemm({a.data(), K, wr, K, t, c.data(), N, m, N, K}, &pool);
+    times.push_back(now_s() - t0);
+  }
+  double s = median(times);
+  return {s * 1e3, static_cast<double>(N * K) * static_cast<double>(es) / s / 1e9};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: gemv_bench [--threads N] [--reps R]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool(threads);
+  std::printf("threads %d, AVX2+FMA %s\n", pool.size(), weight_gemm_has_avx2() ? "yes" : "no");
+  double bw = read_bandwidth(pool, 2 * reps + 1);
+  std::printf("memory read bandwidth (sum of 1 GiB): %.1f GB/s\n", bw);
+  for (DType t : {DType::BF16, DType::F32}) {
+    Result r = gemv(pool, t, 1, reps);
+    std::printf("GEMV 4096x4096 %-4s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", dtype_name(t), r.ms, r.gbps, 100 * r.gbps / bw);
+  }
+  Result p = gemv(pool, DType::BF16, 128, 1);
+  std::printf("GEMM 128x4096 x 4096x4096 bf16: %.2f ms  %.1f GFLOP/s\n", p.ms, 2.0 * 128 * 4096 * 4096 / (p.ms * 1e-3) / 1e9);
+  return 0;
+}

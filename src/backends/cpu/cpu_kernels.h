@@ -1,0 +1,16 @@
+#pragma once
+// The CPU backend's native kernels, plugged into the plan runner as a kernel hook: nodes they
+// handle run threaded and vectorised; the others fall back to the reference kernels. Results
+// agree with the reference within float rounding (the reference sums in a fixed order; these
+// sum in SIMD lanes with fused multiply-adds).
+#include "runtime/interpreter.h"
+
+namespace luminal::cpu {
+
+class ThreadPool;
+
+// Today: Matmul whose B operand is a row-major [n, k] matrix read transposed (every linear layer
+// and the attention scores), in f32 or bf16, for any batch of A rows.
+Interpreter::KernelHook cpu_kernels(ThreadPool& pool);
+
+}  // namespace luminal::cpu

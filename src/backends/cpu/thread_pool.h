@@ -1,0 +1,44 @@
+#pragma once
+// A fixed pool of worker threads for the CPU kernels. parallel_for splits a range into one
+// contiguous chunk per thread (the caller runs the first), so a kernel's threads touch disjoint
+// rows and never share a cache line of output.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace luminal::cpu {
+
+class ThreadPool {
+ public:
+  // threads <= 0: $LUMINAL_THREADS if set, else the machine's hardware threads.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long (except
+  // the last), and returns when all are done. Exceptions from fn are rethrown here.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+  static int default_threads();
+
+ private:
+  void worker(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> chunks_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace luminal::cpu

@@ -1,0 +1,142 @@
+#include "backends/cpu/weight_gemm.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+
+namespace luminal::cpu {
+
+namespace {
+
+inline float bf16_value(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Portable path: one output at a time.
+void gemm_rows_scalar(const WeightGemm& g, int64_t n0, int64_t n1) {
+  for (int64_t j = n0; j < n1; ++j)
+    for (int64_t i = 0; i < g.m; ++i) {
+      const float* a = g.a + i * g.lda;
+      float s = 0;
+      if (g.w_dtype == DType::BF16) {
+        const uint16_t* w = static_cast<const uint16_t*>(g.w) + j * g.ldw;
+        for (int64_t p = 0; p < g.k; ++p) s += a[p] * bf16_value(w[p]);
+      } else {
+        const float* w = static_cast<const float*>(g.w) + j * g.ldw;
+        for (int64_t p = 0; p < g.k; ++p) s += a[p] * w[p];
+      }
+      g.c[i * g.ldc + j] = s;
+    }
+}
+
+__attribute__((target("avx2,fma"))) inline __m256 load8(const void* w, DType t, int64_t p) {
+  if (t == DType::BF16) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  return _mm256_loadu_ps(static_cast<const float*>(w) + p);
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+inline float tail_value(const void* w, DType t, int64_t p) {
+  return t == DType::BF16 ? bf16_value(static_cast<const uint16_t*>(w)[p]) : static_cast<const float*>(w)[p];
+}
+
+// Up to 4 rows of A against 2 rows of W: 8 accumulators, each W vector loaded once per 4 rows.
+template <int MR>
+__attribute__((target("avx2,fma"))) void tile(const WeightGemm& g, int64_t i0, int64_t j) {
+  const size_t es = g.w_dtype == DType::BF16 ? 2 : 4;
+  const uint8_t* w0 = static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es;
+  const uint8_t* w1 = w0 + static_cast<size_t>(g.ldw) * es;
+  __m256 acc0[MR], acc1[MR];
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= g.k; p += 8) {
+    __m256 b0 = load8(w0, g.w_dtype, p), b1 = load8(w1, g.w_dtype, p);
+    for (int r = 0; r < MR; ++r) {
+      __m256 a = _mm256_loadu_ps(g.a + (i0 + r) * g.lda + p);
+      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float s0 = hsum(acc0[r]), s1 = hsum(acc1[r]);
+    const float* a = g.a + (i0 + r) * g.lda;
+    for (int64_t q = p; q < g.k; ++q) {
+      s0 += a[q] * tail_value(w0, g.w_dtype, q);
+      s1 += a[q] * tail_value(w1, g.w_dtype, q);
+    }
+    g.c[(i0 + r) * g.ldc + j] = s0;
+    g.c[(i0 + r) * g.ldc + j + 1] = s1;
+  }
+}
+
+// One row of W against one row of A, with four accumulators to hide the FMA latency (decode's
+// odd last row).
+__attribute__((target("avx2,fma"))) float dot_row(const float* a, const void* w, DType t, int64_t k) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), load8(w, t, p), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), load8(w, t, p + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 16), load8(w, t, p + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 24), load8(w, t, p + 24), s3);
+  }
+  for (; p + 8 <= k; p += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), load8(w, t, p), s0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; p < k; ++p) s += a[p] * tail_value(w, t, p);
+  return s;
+}
+
+__attribute__((target("avx2,fma"))) void gemm_rows_avx2(const WeightGemm& g, int64_t n0, int64_t n1) {
+  const size_t es = g.w_dtype == DType::BF16 ? 2 : 4;
+  if (g.m == 1) {  // decode: four W rows per pass over x keep four loads in flight
+    for (int64_t j = n0; j < n1; ++j)
+      g.c[j] = dot_row(g.a, static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es, g.w_dtype, g.k);
+    return;
+  }
+  int64_t j = n0;
+  for (; j + 2 <= n1; j += 2) {
+    int64_t i = 0;
+    for (; i + 4 <= g.m; i += 4) tile<4>(g, i, j);
+    for (; i < g.m; ++i) tile<1>(g, i, j);
+  }
+  for (; j < n1; ++j)
+    for (int64_t i = 0; i < g.m; ++i)
+      g.c[i * g.ldc + j] = dot_row(g.a + i * g.lda, static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es,
+                                   g.w_dtype, g.k);
+}
+
+}  // namespace
+
+bool weight_gemm_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
+  if (g.w_dtype != DType::F32 && g.w_dtype != DType::BF16)
+    throw Error(std::string("weight_gemm: weights must be f32 or bf16, got ") + dtype_name(g.w_dtype));
+  if (g.m <= 0 || g.n <= 0) return;
+  auto rows = [&](int64_t n0, int64_t n1) {
+    if (weight_gemm_has_avx2()) gemm_rows_avx2(g, n0, n1);
+    else gemm_rows_scalar(g, n0, n1);
+  };
+  // Chunks of W rows: even sizes keep the 2-row tiles whole; 64 rows at least per thread.
+  if (pool) pool->parallel_for((g.n + 1) / 2, [&](int64_t b, int64_t e) { rows(2 * b, std::min(g.n, 2 * e)); }, 32);
+  else rows(0, g.n);
+}
+
+}  // namespace luminal::cpu

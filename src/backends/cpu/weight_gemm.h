@@ -1,0 +1,31 @@
+#pragma once
+// C = A · Wᵀ for a weight matrix W stored row-major as [n, k] in f32 or bf16 (how checkpoints
+// store linear layers), A f32 [m, k], C f32 [m, n], accumulating in f32. Decode (m = 1) is a
+// stream over W, so it is memory-bound: W is read once, converted in registers, never copied.
+// Prefill reuses each loaded block of W across four rows of A.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace luminal::cpu {
+
+class ThreadPool;
+
+struct WeightGemm {
+  const float* a;        // [m, k], row stride lda
+  int64_t lda;
+  const void* w;         // [n, k], row stride ldw (elements)
+  int64_t ldw;
+  DType w_dtype;         // F32 or BF16
+  float* c;              // [m, n], row stride ldc
+  int64_t ldc;
+  int64_t m, n, k;
+};
+
+// Runs on `pool` (nullptr: the calling thread only), splitting W's rows across threads.
+void weight_gemm(const WeightGemm& g, ThreadPool* pool);
+
+// Whether the AVX2 + FMA path runs on this machine (else a portable loop does).
+bool weight_gemm_has_avx2();
+
+}  // namespace luminal::cpu

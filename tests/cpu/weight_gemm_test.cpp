@@ -1,0 +1,64 @@
+// The weight GEMM against a double-precision product of the same (bf16-rounded) values.
+#include "backends/cpu/weight_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "core/dtype.h"
+
+namespace luminal::cpu {
+namespace {
+
+void check(int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
+  std::mt19937 rng(static_cast<uint32_t>(m * 131 + n * 7 + k));
+  std::uniform_real_distribution<float> d(-1, 1);
+  int64_t lda = k + 3, ldw = k + (t == DType::BF16 ? 5 : 1), ldc = n + 2;  // padded rows
+  std::vector<float> a(static_cast<size_t>(m * lda)), wf(static_cast<size_t>(n * ldw)), c(static_cast<size_t>(m * ldc), -7.0f);
+  std::vector<uint16_t> wb(wf.size());
+  for (float& x : a) x = d(rng);
+  for (size_t i = 0; i < wf.size(); ++i) {
+    wb[i] = f32_to_bf16(d(rng));
+    wf[i] = t == DType::BF16 ? bf16_to_f32(wb[i]) : d(rng);
+  }
+  WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k};
+  weight_gemm(g, pool);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      float got = c[static_cast<size_t>(i * ldc + j)];
+      if (j >= n) {
+        EXPECT_EQ(got, -7.0f) << "wrote past column n";
+        continue;
+      }
+      double want = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * wf[static_cast<size_t>(j * ldw + p)];
+        want += prod;
+        mag += std::abs(prod);
+      }
+      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+    }
+}
+
+TEST(WeightGemm, OddShapesBothDtypesWithAndWithoutThreads) {
+  ThreadPool pool(3);
+  for (DType t : {DType::BF16, DType::F32})
+    for (int64_t m : {1, 2, 4, 5, 9})
+      for (int64_t n : {1, 2, 3, 17, 64})
+        for (int64_t k : {1, 7, 8, 33, 100}) {
+          check(m, n, k, t, nullptr);
+          check(m, n, k, t, &pool);
+        }
+}
+
+TEST(WeightGemm, DecodeShapeOfARealLayer) {
+  ThreadPool pool(2);
+  check(1, 576, 1536, DType::BF16, &pool);
+  check(7, 300, 576, DType::BF16, &pool);
+}
+
+}  // namespace
+}  // namespace luminal::cpu
