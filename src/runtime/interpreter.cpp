@@ -62,10 +62,11 @@ std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const
   return r;
 }
 
-Reader::Reader(const Buffer& src, const View& view, const DimMap& dims)
+Reader::Reader(const Buffer& src, const View& view, const DimMap& dims) : Reader(src, view, view.flat_index(), dims) {}
+
+Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const DimMap& dims)
     : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()),
       contiguous_(view.is_contiguous()) {
-  IndexExprs e = view.flat_index();
   index_ = ExprProgram(e.index, dims);
   valid_ = ExprProgram(e.valid, dims);
   // A mask that covers the whole shape once dims are bound (a slice to past+seq of a cache of
@@ -89,10 +90,10 @@ namespace {
 
 }  // namespace
 
-Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
+Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {
   Buffer out(n.dtype, concrete(n.shape));
   const int64_t count = static_cast<int64_t>(out.numel());
-  auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, dims_); };
+  auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   switch (n.op) {
     case OpKind::Input: LM_ASSERT(false, "inputs are not evaluated");
     case OpKind::Constant: out.set(0, n.constant); break;
@@ -146,13 +147,13 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
       break;
     }
     case OpKind::Kernel: {
-      if (hook_ && hook_(n, in, dims_, out)) break;
       std::vector<Reader> readers;
       std::vector<std::vector<int64_t>> shapes;
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         readers.push_back(reader(k));
         shapes.push_back(concrete(n.inputs[k].view.shape()));
       }
+      if (hook_ && hook_(n, readers, shapes, out)) break;
       run_reference_kernel(n, readers, shapes, out);
       break;
     }
@@ -169,6 +170,16 @@ Buffer Interpreter::eval(const Node& n, const std::vector<const Buffer*>& in) {
     }
   }
   return out;
+}
+
+// A view's index expressions depend only on the view, so they are built once per edge, not on
+// every run (building interns expressions, which dominated small decode steps).
+const IndexExprs& Interpreter::index_exprs(NodeId node, size_t input) {
+  if (index_exprs_.size() < graph_.size()) index_exprs_.resize(graph_.size());
+  std::vector<std::optional<IndexExprs>>& per = index_exprs_[node];
+  if (per.size() <= input) per.resize(graph_.node(node).inputs.size());
+  if (!per[input]) per[input] = graph_.node(node).inputs[input].view.flat_index();
+  return *per[input];
 }
 
 void Interpreter::run() {
@@ -197,7 +208,7 @@ void Interpreter::run() {
     }
     std::vector<const Buffer*> in;
     for (const Edge& e : n.inputs) in.push_back(&buffer_of(e.src));
-    Buffer result = eval(n, in);
+    Buffer result = eval(id, n, in);
     for (const Edge& e : n.inputs)
       if (--uses[e.src] == 0) live.erase(e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);

@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "runtime/buffer.h"
+#include "runtime/reader.h"
 
 namespace luminal {
 
@@ -33,16 +34,17 @@ class Interpreter {
 
   const Graph& graph() const { return graph_; }
 
-  // A backend's kernels: called for every Kernel node before the reference kernel; returns
-  // false to leave the node to the reference kernel. `in` are the input buffers, read through
-  // the node's input views with `dims`.
-  using KernelHook = std::function<bool(const Node& n, const std::vector<const Buffer*>& in, const DimMap& dims, Buffer& out)>;
+  // A backend's kernels: called for every Kernel node before the reference kernel with readers
+  // of its inputs (through their views) and their concrete shapes; returns false to leave the
+  // node to the reference kernel.
+  using KernelHook = std::function<bool(const Node& n, const std::vector<Reader>& in,
+                                        const std::vector<std::vector<int64_t>>& shapes, Buffer& out)>;
   void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
   const DimMap& dims() const { return dims_; }
 
  private:
   void bind_dims();
-  Buffer eval(const Node& n, const std::vector<const Buffer*>& in);
+  Buffer eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in);
   bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
   void scatter_into(const Node& n, Buffer& dest, const Buffer& idx, const Buffer& src);
   std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
@@ -52,6 +54,8 @@ class Interpreter {
   std::map<std::string, Buffer> outputs_;
   DimMap explicit_dims_;
   KernelHook hook_;
+  std::vector<std::vector<std::optional<IndexExprs>>> index_exprs_;  // per node, per input
+  const IndexExprs& index_exprs(NodeId node, size_t input);
   DimMap dims_;
 };
 

@@ -13,6 +13,8 @@ namespace luminal {
 class Reader {
  public:
   Reader(const Buffer& src, const View& view, const DimMap& dims);
+  // With the view's flat index expressions already built (they depend only on the view).
+  Reader(const Buffer& src, const View& view, const IndexExprs& exprs, const DimMap& dims);
   double operator()(int64_t z) const {
     if (contiguous_) return src_.get(static_cast<size_t>(z));
     if (!always_valid_ && valid_(z) == 0) return pad_;

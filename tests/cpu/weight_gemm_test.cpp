@@ -62,3 +62,34 @@ TEST(WeightGemm, DecodeShapeOfARealLayer) {
 
 }  // namespace
 }  // namespace luminal::cpu
+
+namespace luminal::cpu {
+namespace {
+
+TEST(GemmNN, RowMajorBAgainstDoubleProduct) {
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t m : {1, 3, 6})
+    for (int64_t n : {1, 8, 13, 64, 70})
+      for (int64_t k : {1, 5, 40}) {
+        int64_t lda = k + 1, ldb = n + 3, ldc = n;
+        std::vector<float> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(k * ldb)), c(static_cast<size_t>(m * ldc));
+        for (float& x : a) x = d(rng);
+        for (float& x : b) x = d(rng);
+        gemm_nn({a.data(), lda, b.data(), ldb, DType::F32, c.data(), ldc, m, n, k}, &pool);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              double prod = double(a[i * lda + p]) * b[p * ldb + j];
+              want += prod;
+              mag += std::abs(prod);
+            }
+            ASSERT_NEAR(c[i * ldc + j], want, 1e-5 * mag + 1e-6) << m << " " << n << " " << k;
+          }
+      }
+}
+
+}  // namespace
+}  // namespace luminal::cpu

@@ -58,3 +58,19 @@ TEST(CpuBackend, AttentionScoresOverACacheSlice) {
   matmul(softmax(matmul(q, transpose(k, 1, 2)), -1), k).output("mixed");  // B = k itself: reference
   expect_backend_matches_reference(g, {{"s", 2}, {"past", 5}});
 }
+
+TEST(CpuBackend, FusedElementwiseThroughBroadcastAndPermutedViews) {
+  for (int64_t s : {1, 5, 300}) {  // 300 rows: several blocks, split over threads
+    Graph g;
+    Expr sd = Expr::var("s");
+    Tensor x = input(g, "x", DType::F32, {sd, 24});
+    Tensor w = input(g, "w", DType::BF16, {24});
+    Tensor t = input(g, "t", DType::F32, {24, sd});
+    // rms-norm-like with a broadcast weight, gelu-like chain, and a transposed operand.
+    Tensor y = x * rsqrt(mean(x * x, {-1}, true) + 1e-6) * (cast(w, DType::F32) + 1.0);
+    (gelu_tanh(y) * transpose(t, 0, 1) + exp(y) * 0.5).output("z");
+    (sin(x) + sqrt(abs(x) + 1.0)).output("u");
+    SCOPED_TRACE(s);
+    expect_backend_matches_reference(g, {{"s", s}});
+  }
+}

@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_kernels.h"
 
+#include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
 #include "runtime/reader.h"
@@ -9,23 +10,25 @@ namespace luminal::cpu {
 namespace {
 
 // Matmul [.., m, k] x [.., k, n] where B[.., p, j] = W[.., j*ldw + p]: C = A · Wᵀ per batch.
-bool matmul(ThreadPool& pool, const Node& n, const std::vector<const Buffer*>& in, const DimMap& dims, Buffer& out) {
-  if (out.dtype() != DType::F32 || in[0]->dtype() != DType::F32) return false;
-  DType wt = in[1]->dtype();
+bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+  const Reader &ra = in[0], &rb = in[1];
+  if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
+  DType wt = rb.dtype();
   if (wt != DType::F32 && wt != DType::BF16) return false;
-  Reader ra(*in[0], n.inputs[0].view, dims), rb(*in[1], n.inputs[1].view, dims);
   if (!ra.strided() || !rb.strided()) return false;
   const auto& sa = *ra.strided();
   const auto& sb = *rb.strided();
   size_t r = sa.strides.size();
   if (r < 2 || sb.strides.size() != r) return false;
-  if (sa.strides[r - 1] != 1 || sb.strides[r - 2] != 1) return false;  // rows of A and of W contiguous
-  std::vector<int64_t> as;
-  for (const Expr& e : n.inputs[0].view.shape()) as.push_back(e.eval(dims));
-  int64_t m = as[r - 2], k = as[r - 1], nn = n.inputs[1].view.shape()[r - 1].eval(dims);
+  if (sa.strides[r - 1] != 1) return false;  // rows of A contiguous
+  bool transposed = sb.strides[r - 2] == 1;  // B[p, j] = W[j, p]: a weight or the keys
+  bool rows_of_b = sb.strides[r - 1] == 1 && wt == DType::F32;  // B[p, j] row-major: the values
+  if (!transposed && !rows_of_b) return false;
+  const std::vector<int64_t>& as = shapes[0];
+  int64_t m = as[r - 2], k = as[r - 1], nn = shapes[1][r - 1];
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   size_t es = wt == DType::BF16 ? 2 : 4;
-  const float* A = reinterpret_cast<const float*>(in[0]->bytes());
+  const float* A = reinterpret_cast<const float*>(ra.buffer().bytes());
   float* C = reinterpret_cast<float*>(out.bytes());
   for (int64_t bi = 0; bi < batch; ++bi) {
     int64_t rem = bi, base_a = sa.offset, base_b = sb.offset;
@@ -35,9 +38,10 @@ bool matmul(ThreadPool& pool, const Node& n, const std::vector<const Buffer*>& i
       base_a += c * sa.strides[d];
       base_b += c * sb.strides[d];
     }
-    WeightGemm g{A + base_a, sa.strides[r - 2], in[1]->bytes() + static_cast<size_t>(base_b) * es, sb.strides[r - 1], wt,
-                 C + bi * m * nn, nn, m, nn, k};
-    weight_gemm(g, &pool);
+    WeightGemm g{A + base_a, sa.strides[r - 2], rb.buffer().bytes() + static_cast<size_t>(base_b) * es,
+                 transposed ? sb.strides[r - 1] : sb.strides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
+    if (transposed) weight_gemm(g, &pool);
+    else gemm_nn(g, &pool);
   }
   return true;
 }
@@ -45,8 +49,9 @@ bool matmul(ThreadPool& pool, const Node& n, const std::vector<const Buffer*>& i
 }  // namespace
 
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool) {
-  return [&pool](const Node& n, const std::vector<const Buffer*>& in, const DimMap& dims, Buffer& out) {
-    if (n.kernel == "Matmul") return matmul(pool, n, in, dims, out);
+  return [&pool](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+    if (n.kernel == "Matmul") return matmul(pool, in, shapes, out);
+    if (n.kernel == "Fused") return fused_elementwise(n, in, shapes, out, pool);
     return false;
   };
 }

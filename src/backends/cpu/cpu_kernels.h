@@ -10,7 +10,8 @@ namespace luminal::cpu {
 class ThreadPool;
 
 // Today: Matmul whose B operand is a row-major [n, k] matrix read transposed (every linear layer
-// and the attention scores), in f32 or bf16, for any batch of A rows.
+// and the attention scores; f32 or bf16) or a row-major [k, n] f32 matrix (attention's values),
+// for any batch of A rows.
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool);
 
 }  // namespace luminal::cpu

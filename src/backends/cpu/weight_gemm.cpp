@@ -119,7 +119,58 @@ __attribute__((target("avx2,fma"))) void gemm_rows_avx2(const WeightGemm& g, int
                                    g.w_dtype, g.k);
 }
 
+// One row of C: c = sum_p a[p] * B[p, :], eight columns per register.
+__attribute__((target("avx2,fma"))) void nn_row_avx2(const float* a, const float* b, int64_t ldb, int64_t n, int64_t k, float* c) {
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t p = 0; p < k; ++p) {
+      __m256 x = _mm256_set1_ps(a[p]);
+      const float* row = b + p * ldb + j;
+      s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row), s0);
+      s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 8), s1);
+      s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 16), s2);
+      s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 24), s3);
+    }
+    _mm256_storeu_ps(c + j, s0);
+    _mm256_storeu_ps(c + j + 8, s1);
+    _mm256_storeu_ps(c + j + 16, s2);
+    _mm256_storeu_ps(c + j + 24, s3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 s0 = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; ++p) s0 = _mm256_fmadd_ps(_mm256_set1_ps(a[p]), _mm256_loadu_ps(b + p * ldb + j), s0);
+    _mm256_storeu_ps(c + j, s0);
+  }
+  for (; j < n; ++j) {
+    float s = 0;
+    for (int64_t p = 0; p < k; ++p) s += a[p] * b[p * ldb + j];
+    c[j] = s;
+  }
+}
+
+void nn_row_scalar(const float* a, const float* b, int64_t ldb, int64_t n, int64_t k, float* c) {
+  for (int64_t j = 0; j < n; ++j) {
+    float s = 0;
+    for (int64_t p = 0; p < k; ++p) s += a[p] * b[p * ldb + j];
+    c[j] = s;
+  }
+}
+
 }  // namespace
+
+void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
+  if (g.w_dtype != DType::F32) throw Error("gemm_nn: B must be f32");
+  const float* b = static_cast<const float*>(g.w);
+  auto rows = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (weight_gemm_has_avx2()) nn_row_avx2(g.a + i * g.lda, b, g.ldw, g.n, g.k, g.c + i * g.ldc);
+      else nn_row_scalar(g.a + i * g.lda, b, g.ldw, g.n, g.k, g.c + i * g.ldc);
+    }
+  };
+  if (pool && g.m > 1) pool->parallel_for(g.m, rows, 4);
+  else rows(0, g.m);
+}
 
 bool weight_gemm_has_avx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -25,6 +25,10 @@ struct WeightGemm {
 // Runs on `pool` (nullptr: the calling thread only), splitting W's rows across threads.
 void weight_gemm(const WeightGemm& g, ThreadPool* pool);
 
+// C = A · B with B f32 [k, n] row-major (rows contiguous along n): attention's probabilities
+// times values. Same fields; `w` is B with row stride ldw, w_dtype must be F32.
+void gemm_nn(const WeightGemm& g, ThreadPool* pool);
+
 // Whether the AVX2 + FMA path runs on this machine (else a portable loop does).
 bool weight_gemm_has_avx2();
 
