@@ -15,20 +15,34 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
   DType wt = rb.dtype();
   if (wt != DType::F32 && wt != DType::BF16) return false;
-  if (!ra.strided() || !rb.strided()) return false;
-  const auto& sa = *ra.strided();
+  if (!rb.strided()) return false;
   const auto& sb = *rb.strided();
-  size_t r = sa.strides.size();
+  // A (activations, small) is copied to contiguous rows when its view is not already so.
+  const std::vector<int64_t>& as = shapes[0];
+  size_t r = as.size();
   if (r < 2 || sb.strides.size() != r) return false;
-  if (sa.strides[r - 1] != 1) return false;  // rows of A contiguous
+  Reader::Strided packed;
+  std::vector<float> copy;
+  const float* A = nullptr;
+  bool a_in_place = ra.strided() && ra.strided()->strides[r - 1] == 1;
+  if (a_in_place) {
+    A = reinterpret_cast<const float*>(ra.buffer().bytes());
+  } else {
+    int64_t count = 1;
+    for (int64_t d : as) count *= d;
+    copy.resize(static_cast<size_t>(count));
+    for (int64_t z = 0; z < count; ++z) copy[static_cast<size_t>(z)] = static_cast<float>(ra(z));
+    packed.strides.assign(r, 1);
+    for (size_t d = r; d-- > 1;) packed.strides[d - 1] = packed.strides[d] * as[d];
+    A = copy.data();
+  }
+  const Reader::Strided& sa = a_in_place ? *ra.strided() : packed;
   bool transposed = sb.strides[r - 2] == 1;  // B[p, j] = W[j, p]: a weight or the keys
   bool rows_of_b = sb.strides[r - 1] == 1 && wt == DType::F32;  // B[p, j] row-major: the values
   if (!transposed && !rows_of_b) return false;
-  const std::vector<int64_t>& as = shapes[0];
   int64_t m = as[r - 2], k = as[r - 1], nn = shapes[1][r - 1];
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   size_t es = wt == DType::BF16 ? 2 : 4;
-  const float* A = reinterpret_cast<const float*>(ra.buffer().bytes());
   float* C = reinterpret_cast<float*>(out.bytes());
   for (int64_t bi = 0; bi < batch; ++bi) {
     int64_t rem = bi, base_a = sa.offset, base_b = sb.offset;
