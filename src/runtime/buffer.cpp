@@ -13,7 +13,10 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-Buffer::Buffer(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape) : Buffer(dtype, std::move(shape), std::vector<uint8_t>()) {}
+
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& storage)
+    : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(storage)) {
   numel_ = 1;
   for (int64_t d : shape_) {
     if (d < 0) throw Error("buffer: negative dimension in shape " + luminal::shape_string(shape_));

@@ -13,6 +13,9 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(DType dtype, std::vector<int64_t> shape);  // zero-filled
+  // The same, reusing `storage`'s memory (a freed buffer's bytes) when it is large enough.
+  Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& storage);
+  std::vector<uint8_t> release() { return std::move(bytes_); }  // the storage, for reuse
   static Buffer f32(const std::vector<float>& values, std::vector<int64_t> shape);
   static Buffer i32(const std::vector<int32_t>& values, std::vector<int64_t> shape);
   static Buffer boolean(const std::vector<bool>& values, std::vector<int64_t> shape);

@@ -91,7 +91,7 @@ namespace {
 }  // namespace
 
 Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {
-  Buffer out(n.dtype, concrete(n.shape));
+  Buffer out(n.dtype, concrete(n.shape), take_storage(n));
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   switch (n.op) {
@@ -172,6 +172,28 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
   return out;
 }
 
+// Liveness-based reuse: an intermediate's memory goes back to a free list after its last reader
+// and the next node of at most that size takes it, so steady-state runs allocate (and page-fault)
+// nothing new.
+void Interpreter::free_buffer(std::map<NodeId, Buffer>& live, NodeId id) {
+  auto it = live.find(id);
+  if (it == live.end()) return;
+  std::vector<uint8_t> bytes = it->second.release();
+  live.erase(it);
+  if (bytes.capacity() > 0) free_storage_.emplace(bytes.capacity(), std::move(bytes));
+}
+
+std::vector<uint8_t> Interpreter::take_storage(const Node& n) {
+  size_t want = dtype_size(n.dtype);
+  for (const Expr& e : n.shape) want *= static_cast<size_t>(std::max<int64_t>(0, e.eval(dims_)));
+  auto it = free_storage_.lower_bound(want);
+  // Take a block that fits without wasting more than half of it.
+  if (it == free_storage_.end() || it->first > 2 * want + 4096) return {};
+  std::vector<uint8_t> bytes = std::move(it->second);
+  free_storage_.erase(it);
+  return bytes;
+}
+
 // A view's index expressions depend only on the view, so they are built once per edge, not on
 // every run (building interns expressions, which dominated small decode steps).
 const IndexExprs& Interpreter::index_exprs(NodeId node, size_t input) {
@@ -203,14 +225,14 @@ void Interpreter::run() {
       scatter_into(n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
       in_place[id] = n.inputs[0].src;
       for (size_t k = 1; k < n.inputs.size(); ++k)
-        if (--uses[n.inputs[k].src] == 0) live.erase(n.inputs[k].src);
+        if (--uses[n.inputs[k].src] == 0) free_buffer(live, n.inputs[k].src);
       continue;
     }
     std::vector<const Buffer*> in;
     for (const Edge& e : n.inputs) in.push_back(&buffer_of(e.src));
     Buffer result = eval(id, n, in);
     for (const Edge& e : n.inputs)
-      if (--uses[e.src] == 0) live.erase(e.src);
+      if (--uses[e.src] == 0) free_buffer(live, e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
     else live.emplace(id, std::move(result));
   }

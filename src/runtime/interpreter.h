@@ -56,6 +56,9 @@ class Interpreter {
   KernelHook hook_;
   std::vector<std::vector<std::optional<IndexExprs>>> index_exprs_;  // per node, per input
   const IndexExprs& index_exprs(NodeId node, size_t input);
+  std::multimap<size_t, std::vector<uint8_t>> free_storage_;  // freed intermediates, by capacity
+  void free_buffer(std::map<NodeId, Buffer>& live, NodeId id);
+  std::vector<uint8_t> take_storage(const Node& n);
   DimMap dims_;
 };
 
