@@ -163,6 +163,7 @@ def run_child_rusage(cmd, env=None, timeout=None):
     err = "".join(bufs["err"])
     if killed:
         err += f"\n(killed after {timeout} s)"
+    run_child_rusage.last_cpu_s = ru.ru_utime + ru.ru_stime
     return p.returncode, "".join(bufs["out"]), err, ru.ru_maxrss * 1024, time.time() - t0
 
 
@@ -219,6 +220,9 @@ def main():
     ap.add_argument("--bandwidth-gbs", type=float, default=57.0, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
     ap.add_argument("--json-out", help="also write all results to this file")
+    ap.add_argument("--wait-load", type=float, default=0,
+                    help="before each engine, wait until the 1-minute load average is below this (0: don't wait)")
+    ap.add_argument("--wait-max", type=float, default=900, help="longest wait for --wait-load, seconds")
     # internal
     ap.add_argument("--worker", choices=["torch", "llamacpp", "bandwidth"], help=argparse.SUPPRESS)
     ap.add_argument("--dtype", default="bf16", help=argparse.SUPPRESS)
@@ -245,6 +249,20 @@ def main():
           f"threads {a.threads}, prompt {a.prompt_tokens}, new {a.new_tokens}, iters {a.iters}", flush=True)
     results = []
 
+    def quiet():
+        """Waits (per --wait-load) for other work on the machine to calm down; returns the load."""
+        t0 = time.time()
+        while a.wait_load > 0 and os.getloadavg()[0] >= a.wait_load and time.time() - t0 < a.wait_max:
+            time.sleep(10)
+        return os.getloadavg()[0]
+
+    def run_engine(name, cmd):
+        load0 = quiet()
+        print("+ " + " ".join(cmd), flush=True)
+        rc, out, err, rss, wall = run_child_rusage(cmd, env=env, timeout=a.timeout)
+        extra = {"cpu_s": run_child_rusage.last_cpu_s, "load1_before": load0, "load1_after": os.getloadavg()[0]}
+        return record(name, rc, out, err, rss, wall, extra)
+
     def record(name, rc, out, err, rss, wall, extra=None):
         r = parse_result(out) if name != "luminal" else None
         if name == "luminal":
@@ -263,7 +281,8 @@ def main():
         results.append(r)
         if "tpot_ms" in r:
             print(f"  {r['engine']}: ttft {r['ttft_ms']:.1f} ms, tpot {r['tpot_ms']:.1f} ms, "
-                  f"rss {rss / 1e9:.2f} GB, {wall:.0f} s", flush=True)
+                  f"rss {rss / 1e9:.2f} GB, {wall:.0f} s wall, {r.get('cpu_s', 0):.0f} s CPU, "
+                  f"load {r.get('load1_before', 0):.1f} -> {r.get('load1_after', 0):.1f}", flush=True)
         return r
 
     if "luminal" in engines:
@@ -272,9 +291,7 @@ def main():
         cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
                "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
         cmd += a.luminal_args.split()
-        print("+ " + " ".join(cmd), flush=True)
-        rc, out, err, rss, wall = run_child_rusage(cmd, env=env, timeout=a.timeout)
-        record("luminal", rc, out, err, rss, wall)
+        run_engine("luminal", cmd)
 
     if "pytorch" in engines:
         py = find_python(a.torch_python, ["torch", "transformers"])
@@ -284,9 +301,7 @@ def main():
             tried = []
             for dt in [d.strip() for d in a.torch_dtypes.split(",") if d.strip()]:
                 cmd = [py, here, "--worker", "torch", "--dtype", dt] + common
-                print("+ " + " ".join(cmd), flush=True)
-                rc, out, err, rss, wall = run_child_rusage(cmd, env=env, timeout=a.timeout)
-                tried.append(record(f"pytorch-{dt}", rc, out, err, rss, wall))
+                tried.append(run_engine(f"pytorch-{dt}", cmd))
             ok = [r for r in tried if "tpot_ms" in r]
             if ok:
                 best = min(ok, key=lambda r: r["tpot_ms"])
@@ -300,9 +315,7 @@ def main():
             print("  llama.cpp: no Python with llama_cpp (--llamacpp-python)", flush=True)
         else:
             cmd = [py, here, "--worker", "llamacpp", "--gguf", a.gguf] + common
-            print("+ " + " ".join(cmd), flush=True)
-            rc, out, err, rss, wall = run_child_rusage(cmd, env=env, timeout=a.timeout)
-            record("llama.cpp", rc, out, err, rss, wall)
+            run_engine("llama.cpp", cmd)
 
     # Bandwidth: the given figure, plus a one-thread numpy sum for reference.
     rc, out, err, _, _ = run_child_rusage([sys.executable, here, "--worker", "bandwidth", "--model-dir", a.model_dir])
@@ -319,26 +332,30 @@ def main():
           f"{floor_ms:.1f} ms/token = {1000 / floor_ms:.1f} tok/s"
           + (f" (one-thread numpy sum of 1 GiB here: {numpy_gbs:.1f} GB/s -> {wbytes / numpy_gbs / 1e6:.1f} ms/token)"
              if numpy_gbs else ""))
-    hdr = f"| {'engine':<16} | {'ttft ms':>9} | {'tpot ms':>8} | {'tok/s':>6} | {'peak RSS GB':>11} | {'tpot/floor':>10} | {'luminal ttft / this':>19} | {'luminal tpot / this':>19} |"
+    hdr = (f"| {'engine':<16} | {'ttft ms':>9} | {'tpot ms':>8} | {'tok/s':>6} | {'peak RSS GB':>11} | {'tpot/floor':>10} "
+           f"| {'luminal ttft / this':>19} | {'luminal tpot / this':>19} | {'load1':>9} |")
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in results:
         if "tpot_ms" not in r:
-            print(f"| {r['engine']:<16} | {'failed':>9} | {'':>8} | {'':>6} | {'':>11} | {'':>10} | {'':>19} | {'':>19} |")
+            print(f"| {r['engine']:<16} | {'failed':>9} | {'':>8} | {'':>6} | {'':>11} | {'':>10} | {'':>19} | {'':>19} | {'':>9} |")
             continue
         name = r["engine"] + (" *" if r.get("best_of_dtypes") else "")
         tps = 1000 / r["tpot_ms"] if r["tpot_ms"] > 0 else 0
         rss = r["peak_rss_bytes_wait4"] / 1e9
         rt = f"{lum['ttft_ms'] / r['ttft_ms']:.2f}x" if lum else "-"
         rp = f"{lum['tpot_ms'] / r['tpot_ms']:.2f}x" if lum else "-"
+        load = f"{r.get('load1_before', 0):.1f}->{r.get('load1_after', 0):.1f}"
         print(f"| {name:<16} | {r['ttft_ms']:>9.1f} | {r['tpot_ms']:>8.2f} | {tps:>6.2f} | {rss:>11.2f} | "
-              f"{r['tpot_ms'] / floor_ms:>9.2f}x | {rt:>19} | {rp:>19} |")
-    print("(* the faster PyTorch dtype; ratios > 1 mean luminal is slower)")
+              f"{r['tpot_ms'] / floor_ms:>9.2f}x | {rt:>19} | {rp:>19} | {load:>9} |")
+    print("(* the faster PyTorch dtype; ratios > 1 mean luminal is slower; load1 = 1-minute load average "
+          f"before -> after the engine's run, on {os.cpu_count()} CPUs: above ~{a.threads} other work was competing)")
     print()
     summary = []
     for r in results:
         j = {k: r.get(k) for k in ("engine", "ttft_ms", "tpot_ms", "load_ms", "compile_ms", "tpot_mean_ms", "version",
-                                   "best_of_dtypes", "error") if r.get(k) is not None}
+                                   "best_of_dtypes", "cpu_s", "load1_before", "load1_after", "error")
+             if r.get(k) is not None}
         if "tpot_ms" in r:
             j["tokens_per_s"] = 1000 / r["tpot_ms"] if r["tpot_ms"] > 0 else 0
             if lum:
