@@ -11,8 +11,6 @@
 namespace luminal {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) { return shape_string(s); }
-
 class SafetensorsWeights : public WeightStore {
  public:
   explicit SafetensorsWeights(const std::string& path) : ckpt_(SafetensorsCheckpoint::open(path)), path_(path) {
@@ -46,8 +44,8 @@ class SafetensorsWeights : public WeightStore {
       throw Error("tensor '" + t.name + "' in '" + t.file + "' has dtype " + t.dtype_name +
                   "; model weights must be F32, F16 or BF16");
     if (t.shape != shape)
-      throw Error("tensor '" + t.name + "' in '" + t.file + "' has shape " + shape_str(t.shape) + " but the config.json implies " +
-                  shape_str(shape) + " (is config.json from the same model?)");
+      throw Error("tensor '" + t.name + "' in '" + t.file + "' has shape " + shape_string(t.shape) + " but the config.json implies " +
+                  shape_string(shape) + " (is config.json from the same model?)");
     Buffer b(*t.dtype, t.shape);
     std::memcpy(b.bytes(), t.data, t.nbytes);
     return b;
@@ -86,7 +84,7 @@ class SafetensorsWeights : public WeightStore {
                        const std::vector<int64_t>& shape) const {
     if (shape.size() != 3 || static_cast<int64_t>(parts.size()) != shape[0])
       throw Error("'" + path_ + "': " + std::to_string(parts.size()) + " experts found for '" + name + "' of shape " +
-                  shape_str(shape) + " (check num_experts in config.json)");
+                  shape_string(shape) + " (check num_experts in config.json)");
     const SafeTensor& first = ckpt_.get(parts[0][0]);
     if (!first.dtype) throw Error("tensor '" + first.name + "' has unsupported dtype " + first.dtype_name);
     Buffer b(*first.dtype, shape);
@@ -97,8 +95,8 @@ class SafetensorsWeights : public WeightStore {
         if (t.dtype != first.dtype) throw Error("tensor '" + n + "' has dtype " + t.dtype_name + ", unlike '" + first.name + "'");
         std::vector<int64_t> want = {shape[1] / static_cast<int64_t>(expert.size()), shape[2]};
         if (t.shape != want)
-          throw Error("tensor '" + n + "' has shape " + shape_str(t.shape) + " but the config.json implies " + shape_str(want));
-        if (offset + t.nbytes > b.nbytes()) throw Error("experts of '" + name + "' do not fit its shape " + shape_str(shape));
+          throw Error("tensor '" + n + "' has shape " + shape_string(t.shape) + " but the config.json implies " + shape_string(want));
+        if (offset + t.nbytes > b.nbytes()) throw Error("experts of '" + name + "' do not fit its shape " + shape_string(shape));
         std::memcpy(b.bytes() + offset, t.data, t.nbytes);
         offset += t.nbytes;
       }

@@ -20,7 +20,8 @@ void Interpreter::set_input(const std::string& name, Buffer data) {
   if (data.shape().size() != n.shape.size())
     throw Error("input '" + name + "': expected shape " + to_string(n.shape) + " (rank " + std::to_string(n.shape.size()) +
                 "), got " + data.shape_string());
-  inputs_[id] = data.cast(n.dtype);
+  // Taken as is when the dtype already matches: a weight is never held twice while loading.
+  inputs_[id] = data.dtype() == n.dtype ? std::move(data) : data.cast(n.dtype);
 }
 
 void Interpreter::set_dim(const std::string& name, int64_t value) {
@@ -91,7 +92,8 @@ namespace {
 }  // namespace
 
 Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {
-  Buffer out(n.dtype, concrete(n.shape), take_storage(n));
+  std::vector<int64_t> shape = concrete(n.shape);
+  Buffer out(n.dtype, shape, take_storage(n.dtype, shape));
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   switch (n.op) {
@@ -183,9 +185,9 @@ void Interpreter::free_buffer(std::map<NodeId, Buffer>& live, NodeId id) {
   if (bytes.capacity() > 0) free_storage_.emplace(bytes.capacity(), std::move(bytes));
 }
 
-std::vector<uint8_t> Interpreter::take_storage(const Node& n) {
-  size_t want = dtype_size(n.dtype);
-  for (const Expr& e : n.shape) want *= static_cast<size_t>(std::max<int64_t>(0, e.eval(dims_)));
+std::vector<uint8_t> Interpreter::take_storage(DType dtype, const std::vector<int64_t>& shape) {
+  size_t want = dtype_size(dtype);
+  for (int64_t d : shape) want *= static_cast<size_t>(std::max<int64_t>(0, d));
   auto it = free_storage_.lower_bound(want);
   // Take a block that fits without wasting more than half of it.
   if (it == free_storage_.end() || it->first > 2 * want + 4096) return {};

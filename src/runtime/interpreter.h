@@ -58,7 +58,7 @@ class Interpreter {
   const IndexExprs& index_exprs(NodeId node, size_t input);
   std::multimap<size_t, std::vector<uint8_t>> free_storage_;  // freed intermediates, by capacity
   void free_buffer(std::map<NodeId, Buffer>& live, NodeId id);
-  std::vector<uint8_t> take_storage(const Node& n);
+  std::vector<uint8_t> take_storage(DType dtype, const std::vector<int64_t>& shape);
   DimMap dims_;
 };
 

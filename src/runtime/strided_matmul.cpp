@@ -1,5 +1,7 @@
 #include "runtime/strided_matmul.h"
 
+#include "runtime/strided_operand.h"
+
 #include <cstring>
 
 namespace luminal {
@@ -28,37 +30,12 @@ inline float dot1(const float* a, int64_t sa, const float* b, int64_t sbk, int64
   return s;
 }
 
-// An operand as a float pointer plus strides: the buffer itself when it is f32 read through one
-// strided layer, else a contiguous f32 copy of the view (O(size), against the product's O(m*n*k)).
-struct Operand {
-  const float* data = nullptr;
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
-  std::vector<float> copy;
-
-  Operand(const Reader& r, const std::vector<int64_t>& shape) {
-    if (r.strided() && r.dtype() == DType::F32) {
-      data = reinterpret_cast<const float*>(r.buffer().bytes());
-      offset = r.strided()->offset;
-      strides = r.strided()->strides;
-      return;
-    }
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    copy.resize(static_cast<size_t>(n));
-    for (int64_t z = 0; z < n; ++z) copy[static_cast<size_t>(z)] = static_cast<float>(r(z));
-    data = copy.data();
-    strides.assign(shape.size(), 1);
-    for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  }
-};
-
 }  // namespace
 
 bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
   // B may be a bf16/f16 weight: its elements widen to f32 exactly (as the Mul would convert them).
   if (a.dtype() != DType::F32 || out.dtype() != DType::F32 || !is_float(b.dtype())) return false;
-  Operand sa(a, shapes[0]), sb(b, shapes[1]);
+  F32Operand sa(a, shapes[0]), sb(b, shapes[1]);
   const std::vector<int64_t>& as = shapes[0];
   size_t r = as.size();
   int64_t m = as[r - 2], k = as[r - 1], n = shapes[1][r - 1];
@@ -67,14 +44,8 @@ bool strided_matmul_f32(const Reader& a, const Reader& b, const std::vector<std:
   float* C = reinterpret_cast<float*>(out.bytes());
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * n);
   for (int64_t bi = 0; bi < batch; ++bi) {
-    // Batch coordinate -> base offsets (row-major over the leading dims).
-    int64_t rem = bi, base_a = sa.offset, base_b = sb.offset;
-    for (size_t d = r - 2; d-- > 0;) {
-      int64_t c = rem % as[d];
-      rem /= as[d];
-      base_a += c * sa.strides[d];
-      base_b += c * sb.strides[d];
-    }
+    int64_t base_a = sa.offset, base_b = sb.offset;
+    add_batch_offsets(bi, as, sa.strides, sb.strides, base_a, base_b);
     // Four columns of B at a time against every row of A: the columns stay in cache while the
     // (smaller) rows of A stream past them.
     const int64_t sak = sa.strides[r - 1], sbk = sb.strides[r - 2], sbn = sb.strides[r - 1];

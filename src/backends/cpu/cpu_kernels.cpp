@@ -3,7 +3,7 @@
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
-#include "runtime/reader.h"
+#include "runtime/strided_operand.h"
 
 namespace luminal::cpu {
 
@@ -17,26 +17,12 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   if (wt != DType::F32 && wt != DType::BF16) return false;
   if (!rb.strided()) return false;
   const auto& sb = *rb.strided();
-  // A (activations, small) is copied to contiguous rows when its view is not already so.
   const std::vector<int64_t>& as = shapes[0];
   size_t r = as.size();
   if (r < 2 || sb.strides.size() != r) return false;
-  Reader::Strided packed;
-  std::vector<float> copy;
-  const float* A = nullptr;
-  bool a_in_place = ra.strided() && ra.strided()->strides[r - 1] == 1;
-  if (a_in_place) {
-    A = reinterpret_cast<const float*>(ra.buffer().bytes());
-  } else {
-    int64_t count = 1;
-    for (int64_t d : as) count *= d;
-    copy.resize(static_cast<size_t>(count));
-    for (int64_t z = 0; z < count; ++z) copy[static_cast<size_t>(z)] = static_cast<float>(ra(z));
-    packed.strides.assign(r, 1);
-    for (size_t d = r; d-- > 1;) packed.strides[d - 1] = packed.strides[d] * as[d];
-    A = copy.data();
-  }
-  const Reader::Strided& sa = a_in_place ? *ra.strided() : packed;
+  // A (activations, small) is copied to contiguous rows when its view is not already so.
+  F32Operand sa(ra, as, /*unit_inner=*/true);
+  const float* A = sa.data;
   bool transposed = sb.strides[r - 2] == 1;  // B[p, j] = W[j, p]: a weight or the keys
   bool rows_of_b = sb.strides[r - 1] == 1 && wt == DType::F32;  // B[p, j] row-major: the values
   if (!transposed && !rows_of_b) return false;
@@ -45,13 +31,8 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   size_t es = wt == DType::BF16 ? 2 : 4;
   float* C = reinterpret_cast<float*>(out.bytes());
   for (int64_t bi = 0; bi < batch; ++bi) {
-    int64_t rem = bi, base_a = sa.offset, base_b = sb.offset;
-    for (size_t d = r - 2; d-- > 0;) {
-      int64_t c = rem % as[d];
-      rem /= as[d];
-      base_a += c * sa.strides[d];
-      base_b += c * sb.strides[d];
-    }
+    int64_t base_a = sa.offset, base_b = sb.offset;
+    add_batch_offsets(bi, as, sa.strides, sb.strides, base_a, base_b);
     WeightGemm g{A + base_a, sa.strides[r - 2], rb.buffer().bytes() + static_cast<size_t>(base_b) * es,
                  transposed ? sb.strides[r - 1] : sb.strides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
     if (transposed) weight_gemm(g, &pool);
