@@ -9,6 +9,34 @@
 
 namespace luminal::cli {
 
+namespace {
+
+void print_table(const char* title, const std::vector<Interpreter::ProfileEntry>& entries, double per) {
+  double total = 0;
+  for (const auto& e : entries) total += e.ms;
+  std::fprintf(stderr, "%s: %.2f ms\n", title, total / per);
+  for (const auto& e : entries)
+    std::fprintf(stderr, "  %-28s %8.3f ms %5.1f%%  %6.1f calls\n", e.label.c_str(), e.ms / per, 100 * e.ms / total,
+                 static_cast<double>(e.calls) / per);
+}
+
+// One prefill of the prompt, then decode steps, each profiled kernel by kernel.
+void print_profile(LanguageModel& m, const std::vector<int32_t>& prompt) {
+  Interpreter& rt = m.runtime();
+  m.reset();
+  rt.clear_profile();
+  rt.set_profiling(true);
+  m.step(prompt);
+  print_table("prefill", rt.profile(), 1);
+  rt.clear_profile();
+  const int steps = 8;
+  for (int i = 0; i < steps; ++i) m.step({prompt[static_cast<size_t>(i) % prompt.size()]});
+  print_table("decode (per token)", rt.profile(), steps);
+  rt.set_profiling(false);
+}
+
+}  // namespace
+
 int run_bench(int argc, char** argv) {
   Args a("luminal bench --model PATH [--prompt-tokens N] [--new-tokens N] [--iters N]",
          "Measures compile time, time to first token and time per output token (medians over iterations); "
@@ -16,7 +44,8 @@ int run_bench(int argc, char** argv) {
   add_model_options(a);
   a.option("--prompt-tokens", "N", "prompt length (token ids cycle through the vocabulary)", "128")
       .option("--new-tokens", "N", "tokens to decode per iteration", "32")
-      .option("--iters", "N", "iterations", "3");
+      .option("--iters", "N", "iterations", "3")
+      .flag("--profile", "after the iterations, print where one prefill and one decode step spend their time (stderr)");
   if (!a.parse(argc, argv)) return 0;
   int64_t prompt_len = a.integer("--prompt-tokens"), new_tokens = a.integer("--new-tokens"), iters = a.integer("--iters");
   if (prompt_len < 1 || new_tokens < 1 || iters < 1) throw Error("--prompt-tokens, --new-tokens and --iters must be >= 1");
@@ -33,6 +62,7 @@ int run_bench(int argc, char** argv) {
     ttft.push_back(r.ttft_ms);
     tpot.push_back(r.tpot_ms);
   }
+  if (a.on("--profile")) print_profile(m, prompt);
   nlohmann::json j;
   j["model"] = a.str("--model");
   j["backend"] = a.str("--backend");
@@ -47,6 +77,7 @@ int run_bench(int argc, char** argv) {
   j["weight_bytes"] = m.weight_bytes();
   j["kv_cache_bytes"] = m.cache_bytes();
   j["peak_rss_bytes"] = peak_rss_bytes();
+  j["kernels"] = m.jit_status();
   std::cout << j.dump() << "\n";
   return 0;
 }

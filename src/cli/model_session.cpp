@@ -23,7 +23,8 @@ void add_model_options(Args& a) {
       .option("--backend", "NAME", "where to run: cpu (native kernels, threads) or reference (the exact interpreter)", "cpu")
       .option("--threads", "N", "cpu backend threads (default: $LUMINAL_THREADS or all)")
       .option("--cache", "DIR", "plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)")
-      .flag("--no-cache", "do not read or write the plan cache");
+      .flag("--no-cache", "do not read or write the plan cache")
+      .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)");
 }
 
 ModelOptions model_options(const Args& a, bool all_logits) {
@@ -34,6 +35,7 @@ ModelOptions model_options(const Args& a, bool all_logits) {
   o.all_logits = all_logits;
   if (a.has("--context")) o.context = a.integer("--context");
   o.search = static_cast<int>(a.integer("--search"));
+  o.jit = !a.has("--no-jit");
   if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
   if (isatty(2)) {
     o.progress = [](const std::string& what, double f) {

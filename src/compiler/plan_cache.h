@@ -4,12 +4,10 @@
 #include <optional>
 #include <string>
 
+#include "core/cache_paths.h"
 #include "graph/graph.h"
 
 namespace luminal {
-
-// $LUMINAL_CACHE_DIR, else $XDG_CACHE_HOME/luminal, else ~/.cache/luminal.
-std::string default_cache_dir();
 
 class PlanCache {
  public:
@@ -23,8 +21,5 @@ class PlanCache {
  private:
   std::string dir_;
 };
-
-// 16 hex digits of a 64-bit FNV-1a hash of the text.
-std::string hash_key(const std::string& text);
 
 }  // namespace luminal

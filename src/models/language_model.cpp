@@ -1,11 +1,14 @@
 #include "models/language_model.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/fused_jit.h"
+#include "core/cache_paths.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
@@ -15,6 +18,12 @@
 namespace luminal {
 
 namespace {
+// LUMINAL_JIT=0 turns kernel generation off (to compare, or where compiling is unwanted).
+bool jit_disabled_by_env() {
+  const char* v = std::getenv("LUMINAL_JIT");
+  return v && std::string(v) == "0";
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -59,7 +68,12 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
   if (opts.backend == "cpu") {
     m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);
-    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_));
+    if (opts.jit && !jit_disabled_by_env()) {
+      report("generating kernels", 0);
+      m.jit_ = std::make_unique<cpu::FusedJit>();
+      m.jit_->prepare(m.runtime_->graph(), opts.kernel_cache_dir.empty() ? default_cache_dir() : opts.kernel_cache_dir);
+    }
+    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get()));
   } else if (opts.backend != "reference") {
     throw Error("backend '" + opts.backend + "' is not available (available: cpu, reference)");
   }
@@ -91,6 +105,11 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   report("loading weights", 1);
   m.load_ms_ = ms_since(t0) - m.compile_ms_;
   return m;
+}
+
+std::string LanguageModel::jit_status() const {
+  if (backend_ != "cpu") return "no kernel generation on the " + backend_ + " backend";
+  return jit_ ? jit_->status() : "kernel generation off";
 }
 
 size_t LanguageModel::cache_bytes() const {

@@ -13,6 +13,7 @@
 
 namespace luminal::cpu {
 class ThreadPool;
+class FusedJit;
 }
 
 namespace luminal {
@@ -24,6 +25,8 @@ struct ModelOptions {
   std::string backend = "cpu";  // cpu (native kernels, threads) or reference (the exact interpreter)
   int threads = 0;          // cpu backend threads; 0: $LUMINAL_THREADS or all hardware threads
   std::string cache_dir;    // plan cache folder; empty: no cache
+  bool jit = true;          // cpu backend: generate and compile fused kernels at load
+  std::string kernel_cache_dir;  // compiled kernels; empty: default_cache_dir()
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
 };
@@ -52,11 +55,14 @@ class LanguageModel {
   size_t cache_bytes() const;
   const CompileResult& compiled() const { return compiled_; }
   const std::string& backend() const { return backend_; }
+  Interpreter& runtime() { return *runtime_; }  // the plan runner (profiling, inspection)
+  std::string jit_status() const;  // what the cpu backend's kernel generator did
 
  private:
   LanguageModel() = default;
   ModelConfig config_;
   std::unique_ptr<cpu::ThreadPool> pool_;  // before runtime_: the runtime's kernels use it
+  std::unique_ptr<cpu::FusedJit> jit_;
   std::unique_ptr<Interpreter> runtime_;
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;

@@ -1,5 +1,7 @@
 #include "runtime/interpreter.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -96,6 +98,23 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
   Buffer out(n.dtype, shape, take_storage(n.dtype, shape));
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
+  last_native_ = false;
+  // A backend may run kernels and elementwise primitives natively.
+  bool elementwise = n.op == OpKind::Cast || is_unary(n.op) || is_binary(n.op);
+  if (hook_ && (n.op == OpKind::Kernel || elementwise)) {
+    std::vector<Reader> readers;
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      readers.push_back(reader(k));
+      shapes.push_back(concrete(n.inputs[k].view.shape()));
+    }
+    last_native_ = hook_(n, readers, shapes, out);
+    if (last_native_) return out;
+    if (n.op == OpKind::Kernel) {
+      run_reference_kernel(n, readers, shapes, out);
+      return out;
+    }
+  }
   switch (n.op) {
     case OpKind::Input: LM_ASSERT(false, "inputs are not evaluated");
     case OpKind::Constant: out.set(0, n.constant); break;
@@ -105,6 +124,10 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
       break;
     }
     case OpKind::Output: {
+      if (n.inputs[0].view.is_contiguous() && in[0]->dtype() == out.dtype()) {  // the usual case: a copy
+        std::memcpy(out.bytes(), in[0]->bytes(), out.nbytes());
+        break;
+      }
       Reader r = reader(0);
       for (int64_t i = 0; i < count; ++i) out.set(i, r(i));
       break;
@@ -155,7 +178,6 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
         readers.push_back(reader(k));
         shapes.push_back(concrete(n.inputs[k].view.shape()));
       }
-      if (hook_ && hook_(n, readers, shapes, out)) break;
       run_reference_kernel(n, readers, shapes, out);
       break;
     }
@@ -232,7 +254,16 @@ void Interpreter::run() {
     }
     std::vector<const Buffer*> in;
     for (const Edge& e : n.inputs) in.push_back(&buffer_of(e.src));
+    auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Buffer result = eval(id, n, in);
+    if (profiling_) {
+      std::string what = n.op == OpKind::Kernel ? n.kernel : op_name(n.op);
+      std::string label = last_native_ ? "native " + what : n.op == OpKind::Kernel ? "reference " + what : what;
+      ProfileEntry& p = profile_[label];
+      p.label = label;
+      ++p.calls;
+      p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     for (const Edge& e : n.inputs)
       if (--uses[e.src] == 0) free_buffer(live, e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
@@ -258,6 +289,13 @@ void Interpreter::scatter_into(const Node& n, Buffer& dest, const Buffer& idx_bu
     int64_t k = static_cast<int64_t>(idx(j));
     if (k >= 0 && k < count) dest.set(static_cast<size_t>(k), src(j));
   }
+}
+
+std::vector<Interpreter::ProfileEntry> Interpreter::profile() const {
+  std::vector<ProfileEntry> r;
+  for (const auto& [label, p] : profile_) r.push_back(p);
+  std::sort(r.begin(), r.end(), [](const ProfileEntry& a, const ProfileEntry& b) { return a.ms > b.ms; });
+  return r;
 }
 
 const Buffer& Interpreter::output(const std::string& name) const {

@@ -34,13 +34,24 @@ class Interpreter {
 
   const Graph& graph() const { return graph_; }
 
-  // A backend's kernels: called for every Kernel node before the reference kernel with readers
-  // of its inputs (through their views) and their concrete shapes; returns false to leave the
-  // node to the reference kernel.
+  // A backend's kernels: called for every Kernel node and every elementwise primitive (Cast,
+  // unary, binary) before the reference implementation, with readers of its inputs (through
+  // their views) and their concrete shapes; returns false to leave the node to the reference.
   using KernelHook = std::function<bool(const Node& n, const std::vector<Reader>& in,
                                         const std::vector<std::vector<int64_t>>& shapes, Buffer& out)>;
   void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
   const DimMap& dims() const { return dims_; }
+
+  // Per-kernel timing: with profiling on, run() adds each node's wall time under a label
+  // ("native Matmul", "reference Softmax", "Add"). Entries come back slowest first.
+  struct ProfileEntry {
+    std::string label;
+    int64_t calls = 0;
+    double ms = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  void clear_profile() { profile_.clear(); }
+  std::vector<ProfileEntry> profile() const;
 
  private:
   void bind_dims();
@@ -60,6 +71,9 @@ class Interpreter {
   void free_buffer(std::map<NodeId, Buffer>& live, NodeId id);
   std::vector<uint8_t> take_storage(DType dtype, const std::vector<int64_t>& shape);
   DimMap dims_;
+  bool profiling_ = false;
+  bool last_native_ = false;  // the hook ran the last Kernel node (a profile label)
+  std::map<std::string, ProfileEntry> profile_;
 };
 
 }  // namespace luminal

@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_kernels.h"
 
 #include "backends/cpu/fused_elementwise.h"
+#include "backends/cpu/fused_jit.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
 #include "runtime/strided_operand.h"
@@ -43,10 +44,11 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
 
 }  // namespace
 
-Interpreter::KernelHook cpu_kernels(ThreadPool& pool) {
-  return [&pool](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
+  return [&pool, jit](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+    if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
     if (n.kernel == "Matmul") return matmul(pool, in, shapes, out);
-    if (n.kernel == "Fused") return fused_elementwise(n, in, shapes, out, pool);
+    if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
     return false;
   };
 }

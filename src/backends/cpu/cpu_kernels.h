@@ -8,10 +8,12 @@
 namespace luminal::cpu {
 
 class ThreadPool;
+class FusedJit;
 
 // Today: Matmul whose B operand is a row-major [n, k] matrix read transposed (every linear layer
 // and the attention scores; f32 or bf16) or a row-major [k, n] f32 matrix (attention's values),
-// for any batch of A rows.
-Interpreter::KernelHook cpu_kernels(ThreadPool& pool);
+// for any batch of A rows. Fused elementwise nodes run generated code when `jit` (prepared for
+// the graph the runner executes) has a kernel for them, else the kernel interpreter.
+Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit = nullptr);
 
 }  // namespace luminal::cpu

@@ -1,6 +1,7 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -22,6 +23,25 @@ ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
+namespace {
+
+// Spins until done() or about `us` microseconds pass; true if done() held.
+template <class Done>
+bool spin_until(Done done, int us) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+constexpr int kSpinMicros = 200;
+
+}  // namespace
+
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -34,28 +54,26 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   while (true) {
-    std::pair<int64_t, int64_t> chunk;
-    const std::function<void(int64_t, int64_t)>* job;
-    {
+    auto ready = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(ready, kSpinMicros)) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      chunk = static_cast<size_t>(index) < chunks_.size() ? chunks_[index] : std::make_pair<int64_t, int64_t>(0, 0);
+      start_.wait(lock, ready);
     }
-    std::exception_ptr err;
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
+    std::pair<int64_t, int64_t> chunk =
+        static_cast<size_t>(index) < chunks_.size() ? chunks_[static_cast<size_t>(index)] : std::make_pair<int64_t, int64_t>(0, 0);
     if (chunk.first < chunk.second) {
       try {
-        (*job)(chunk.first, chunk.second);
+        (*job_)(chunk.first, chunk.second);
       } catch (...) {
-        err = std::current_exception();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_
+      done_.notify_one();
     }
   }
 }
@@ -67,28 +85,31 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  std::vector<std::pair<int64_t, int64_t>> chunks;
+  chunks_.clear();
   for (int64_t p = 0; p < size(); ++p) {
     int64_t b = p < parts ? n * p / parts : n, e = p < parts ? n * (p + 1) / parts : n;
-    chunks.push_back({b, e});
+    chunks_.push_back({b, e});
   }
+  job_ = &fn;
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    chunks_ = chunks;
-    error_ = nullptr;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_.notify_all();
   std::exception_ptr mine;
   try {
-    fn(chunks[0].first, chunks[0].second);
+    fn(chunks_[0].first, chunks_[0].second);
   } catch (...) {
     mine = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done, kSpinMicros)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, all_done);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
 }

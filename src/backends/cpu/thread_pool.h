@@ -1,7 +1,10 @@
 #pragma once
 // A fixed pool of worker threads for the CPU kernels. parallel_for splits a range into one
 // contiguous chunk per thread (the caller runs the first), so a kernel's threads touch disjoint
-// rows and never share a cache line of output.
+// rows and never share a cache line of output. Idle workers spin briefly before sleeping: a
+// decode step runs hundreds of small kernels back to back, and waking a sleeping thread costs
+// more than most of them take.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,10 +38,10 @@ class ThreadPool {
   std::condition_variable start_, done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mu_) when a job is published
+  std::atomic<int> pending_{0};          // workers still running the current job
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;             // under mu_
 };
 
 }  // namespace luminal::cpu

@@ -1,0 +1,40 @@
+#pragma once
+// C++ source for a fused elementwise kernel: the program's instructions become one loop body
+// over the output's last axis, so the compiler keeps every intermediate in registers and
+// vectorises what it can. Rounding follows the reference exactly (each instruction's result is
+// rounded to its dtype; no contraction into fused multiply-adds), so generated kernels agree
+// with the interpreter bit for bit.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/fused_program.h"
+
+namespace luminal::cpu {
+
+// How an input advances along the output's last axis, fixed when the source is generated so
+// the loop can be vectorised: contiguous (stride 1), broadcast (stride 0, loaded once per
+// row) or any other stride (read from the arguments at run time).
+enum class InnerStride { One, Zero, Any };
+
+struct FusedSignature {
+  FusedProgram program;
+  std::vector<DType> input_dtypes;
+  std::vector<InnerStride> inner;  // per input
+  DType out_dtype = DType::F32;
+};
+
+// The kernel's C ABI. `st` holds each input's strides ([input][rank]) and `off` its offsets,
+// in elements; rows are the flat index over all axes but the last. Computes output rows
+// [r0, r1), columns [j0, j1) of each.
+using FusedKernelFn = void (*)(const void* const* in, const int64_t* off, const int64_t* st, void* out,
+                               const int64_t* shape, int64_t rank, int64_t r0, int64_t r1, int64_t j0, int64_t j1);
+
+// The function's source, defining `extern "C"` function `name`; nullopt if the program uses an
+// op/dtype combination the generator does not cover (the node then runs elsewhere).
+std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const std::string& name);
+
+// Helpers every generated translation unit starts with (conversions that round like core/dtype).
+std::string fused_kernel_prelude();
+
+}  // namespace luminal::cpu
