@@ -1,7 +1,9 @@
 // GEMV with a 4096x4096 weight (bf16 and f32) against this machine's measured memory read
 // bandwidth, in one run. Decode streams every layer's weights once per token, so the weights
 // rotate through 16 distinct matrices (512 MiB in bf16): each GEMV reads cold memory, as in a
-// model, not a copy left in the last-level cache. Also: a 128-row GEMM (prefill) in GFLOP/s.
+// model, not a copy left in the last-level cache. Also: GEMMs of 32, 128 and 512 rows against
+// the same weight shape (prefill, compute-bound) and attention's probabilities × values, in
+// GFLOP/s, the median of the reps after one warm-up call.
 //
 //   ./build/benchmarks/gemv_bench [--threads N] [--reps R]
 #include <immintrin.h>
@@ -83,6 +85,41 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
   return {s * 1e3, static_cast<double>(N * K) * static_cast<double>(es) / s / 1e9};
 }
 
+// Prefill: m rows against one 4096×4096 weight (compute-bound, so no rotation).
+double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps) {
+  const int64_t N = 4096, K = 4096;
+  std::vector<float> wf(static_cast<size_t>(N * K));
+  std::vector<uint16_t> wb(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) {
+    wf[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+    wb[i] = f32_to_bf16(wf[i]);
+  }
+  const void* w = t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data();
+  std::vector<float> a(static_cast<size_t>(m * K), 0.5f), c(static_cast<size_t>(m * N));
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    double t0 = now_s();
+    weight_gemm({a.data(), K, w, K, t, c.data(), N, m, N, K}, &pool);
+    if (r > 0) times.push_back(now_s() - t0);
+  }
+  return 2.0 * static_cast<double>(m * N * K) / median(times) / 1e9;
+}
+
+// Attention's probabilities [s, s] × values [s, 64] for `heads` heads (gemm_nn).
+double attention_values_gflops(ThreadPool& pool, int64_t s, int64_t heads, int reps) {
+  const int64_t d = 64;
+  std::vector<float> p(static_cast<size_t>(heads * s * s), 1.0f / static_cast<float>(s)), v(static_cast<size_t>(heads * s * d), 0.25f),
+      c(static_cast<size_t>(heads * s * d));
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    double t0 = now_s();
+    for (int64_t h = 0; h < heads; ++h)
+      gemm_nn({p.data() + h * s * s, s, v.data() + h * s * d, d, DType::F32, c.data() + h * s * d, d, s, d, s}, &pool);
+    if (r > 0) times.push_back(now_s() - t0);
+  }
+  return 2.0 * static_cast<double>(heads * s * s * d) / median(times) / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,7 +141,12 @@ int main(int argc, char** argv) {
     Result r = gemv(pool, t, 1, reps);
     std::printf("GEMV 4096x4096 %-4s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", dtype_name(t), r.ms, r.gbps, 100 * r.gbps / bw);
   }
-  Result p = gemv(pool, DType::BF16, 128, 1);
-  std::printf("GEMM 128x4096 x 4096x4096 bf16: %.2f ms  %.1f GFLOP/s\n", p.ms, 2.0 * 128 * 4096 * 4096 / (p.ms * 1e-3) / 1e9);
+  for (int64_t m : {32, 128, 512})
+    for (DType t : {DType::BF16, DType::F32}) {
+      double gf = gemm_gflops(pool, t, m, reps);
+      std::printf("GEMM %ldx4096 x 4096x4096 %-4s: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m), dtype_name(t),
+                  2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
+    }
+  std::printf("GEMM_NN attention 512x512 x 512x64 f32, 16 heads: %.1f GFLOP/s\n", attention_values_gflops(pool, 512, 16, reps));
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_plan_timer.h"
 #include "backends/cpu/fused_jit.h"
 #include "core/cache_paths.h"
 #include "backends/cpu/thread_pool.h"
@@ -56,10 +57,22 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   build_decoder(g, c, go);
 
   report("compiling", 0);
+  if (opts.backend != "cpu" && opts.backend != "reference")
+    throw Error("backend '" + opts.backend + "' is not available (available: cpu, reference)");
+  const bool jit = opts.backend == "cpu" && opts.jit && !jit_disabled_by_env();
+  const std::string kernel_dir = opts.kernel_cache_dir.empty() ? default_cache_dir() : opts.kernel_cache_dir;
+  if (opts.backend == "cpu") m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);
   CompileOptions co;
   co.search.limit = opts.search;
   co.search.profile_dims = {{"seq", 4}, {"past", 4}};
   co.cache_dir = opts.cache_dir;
+  co.backend = opts.backend;
+  if (opts.backend == "cpu") {  // the search times candidates on this backend's kernels
+    auto timer = std::make_shared<cpu::CpuPlanTimer>(*m.pool_, jit, kernel_dir);
+    co.profiler = [timer](const Graph& plan, const SearchOptions& s) {
+      return timer->time(plan, s.profile_dims, s.trials, s.candidate_timeout_ms);
+    };
+  }
   m.compiled_ = compile(g, co);
   m.compile_ms_ = m.compiled_.compile_ms;
   report("compiling", 1);
@@ -67,15 +80,12 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   m.backend_ = opts.backend;
   m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
   if (opts.backend == "cpu") {
-    m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);
-    if (opts.jit && !jit_disabled_by_env()) {
+    if (jit) {
       report("generating kernels", 0);
       m.jit_ = std::make_unique<cpu::FusedJit>();
-      m.jit_->prepare(m.runtime_->graph(), opts.kernel_cache_dir.empty() ? default_cache_dir() : opts.kernel_cache_dir);
+      m.jit_->prepare(m.runtime_->graph(), kernel_dir);
     }
     m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get()));
-  } else if (opts.backend != "reference") {
-    throw Error("backend '" + opts.backend + "' is not available (available: cpu, reference)");
   }
   Interpreter& rt = *m.runtime_;
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();

@@ -2,6 +2,7 @@
 // the fused [E, 2I, H] / [E, H, I] tensors transformers 5 uses.
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "core/error.h"
 #include "loader/safetensors.h"
@@ -13,10 +14,11 @@ namespace {
 
 class SafetensorsWeights : public WeightStore {
  public:
-  explicit SafetensorsWeights(const std::string& path) : ckpt_(SafetensorsCheckpoint::open(path)), path_(path) {
+  explicit SafetensorsWeights(const std::string& path)
+      : ckpt_(std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(path))), path_(path) {
     std::map<DType, size_t> bytes;
-    for (const std::string& n : ckpt_.names()) {
-      const SafeTensor& t = ckpt_.get(n);
+    for (const std::string& n : ckpt_->names()) {
+      const SafeTensor& t = ckpt_->get(n);
       if (t.dtype) bytes[*t.dtype] += t.nbytes;
     }
     size_t best = 0;
@@ -25,16 +27,16 @@ class SafetensorsWeights : public WeightStore {
   }
 
   bool has(const std::string& name) const override {
-    return ckpt_.find(name) || ckpt_.find(alias(name)) || legacy_experts(name).size() > 0;
+    return ckpt_->find(name) || ckpt_->find(alias(name)) || legacy_experts(name).size() > 0;
   }
   DType natural_dtype() const override { return natural_; }
   std::string where() const override { return path_; }
 
   Buffer load(const std::string& name, const std::vector<int64_t>& shape) const override {
-    if (const SafeTensor* t = ckpt_.find(name)) return to_buffer(*t, shape);
-    if (const SafeTensor* t = ckpt_.find(alias(name))) return to_buffer(*t, shape);
+    if (const SafeTensor* t = ckpt_->find(name)) return to_buffer(*t, shape);
+    if (const SafeTensor* t = ckpt_->find(alias(name))) return to_buffer(*t, shape);
     std::vector<std::vector<std::string>> parts = legacy_experts(name);
-    if (parts.empty()) ckpt_.get(name);  // throws: missing tensor, named
+    if (parts.empty()) ckpt_->get(name);  // throws: missing tensor, named
     return stack_experts(name, parts, shape);
   }
 
@@ -46,6 +48,9 @@ class SafetensorsWeights : public WeightStore {
     if (t.shape != shape)
       throw Error("tensor '" + t.name + "' in '" + t.file + "' has shape " + shape_string(t.shape) + " but the config.json implies " +
                   shape_string(shape) + " (is config.json from the same model?)");
+    // Used in place from the mapped file when aligned for its dtype (the usual case): weights
+    // are then paged in from the page cache, never copied, and RSS holds them once.
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(*t.dtype) == 0) return Buffer::borrow(*t.dtype, t.shape, t.data, ckpt_);
     Buffer b(*t.dtype, t.shape);
     std::memcpy(b.bytes(), t.data, t.nbytes);
     return b;
@@ -68,10 +73,10 @@ class SafetensorsWeights : public WeightStore {
     std::string mixtral = prefix.substr(0, prefix.rfind("mlp.")) + "block_sparse_moe.experts.";
     for (int e = 0;; ++e) {
       std::string qe = prefix + "experts." + std::to_string(e) + ".", me = mixtral + std::to_string(e) + ".";
-      if (ckpt_.find(qe + "down_proj.weight"))
+      if (ckpt_->find(qe + "down_proj.weight"))
         r.push_back(gate_up ? std::vector<std::string>{qe + "gate_proj.weight", qe + "up_proj.weight"}
                             : std::vector<std::string>{qe + "down_proj.weight"});
-      else if (ckpt_.find(me + "w2.weight"))
+      else if (ckpt_->find(me + "w2.weight"))
         r.push_back(gate_up ? std::vector<std::string>{me + "w1.weight", me + "w3.weight"}
                             : std::vector<std::string>{me + "w2.weight"});
       else
@@ -85,13 +90,13 @@ class SafetensorsWeights : public WeightStore {
     if (shape.size() != 3 || static_cast<int64_t>(parts.size()) != shape[0])
       throw Error("'" + path_ + "': " + std::to_string(parts.size()) + " experts found for '" + name + "' of shape " +
                   shape_string(shape) + " (check num_experts in config.json)");
-    const SafeTensor& first = ckpt_.get(parts[0][0]);
+    const SafeTensor& first = ckpt_->get(parts[0][0]);
     if (!first.dtype) throw Error("tensor '" + first.name + "' has unsupported dtype " + first.dtype_name);
     Buffer b(*first.dtype, shape);
     size_t offset = 0;
     for (const auto& expert : parts) {
       for (const std::string& n : expert) {
-        const SafeTensor& t = ckpt_.get(n);
+        const SafeTensor& t = ckpt_->get(n);
         if (t.dtype != first.dtype) throw Error("tensor '" + n + "' has dtype " + t.dtype_name + ", unlike '" + first.name + "'");
         std::vector<int64_t> want = {shape[1] / static_cast<int64_t>(expert.size()), shape[2]};
         if (t.shape != want)
@@ -104,7 +109,7 @@ class SafetensorsWeights : public WeightStore {
     return b;
   }
 
-  SafetensorsCheckpoint ckpt_;
+  std::shared_ptr<SafetensorsCheckpoint> ckpt_;  // shared with the weights borrowed from it
   std::string path_;
   DType natural_ = DType::BF16;
 };

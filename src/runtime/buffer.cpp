@@ -25,6 +25,35 @@ Buffer::Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& s
   bytes_.assign(numel_ * dtype_size(dtype_), 0);
 }
 
+Buffer Buffer::borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner) {
+  Buffer b(dtype, {});
+  b.shape_ = std::move(shape);
+  b.numel_ = 1;
+  for (int64_t d : b.shape_) {
+    if (d < 0) throw Error("buffer: negative dimension in shape " + luminal::shape_string(b.shape_));
+    b.numel_ *= static_cast<size_t>(d);
+  }
+  b.bytes_.clear();
+  b.bytes_.shrink_to_fit();
+  b.borrowed_ = data;
+  b.owner_ = std::move(owner);
+  return b;
+}
+
+Buffer::Buffer(const Buffer& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
+  bytes_.assign(o.bytes(), o.bytes() + o.nbytes());
+}
+
+Buffer& Buffer::operator=(const Buffer& o) {
+  if (this != &o) *this = Buffer(o);
+  return *this;
+}
+
+uint8_t* Buffer::bytes() {
+  LM_ASSERT(!borrowed_, "a borrowed (memory-mapped) buffer is read-only");
+  return bytes_.data();
+}
+
 static void check_count(size_t have, const Buffer& b) {
   if (have != b.numel())
     throw Error("buffer: " + std::to_string(have) + " values given for shape " + b.shape_string() + " (" +
@@ -68,7 +97,7 @@ double convert_value(double v, DType to) {
 }
 
 double Buffer::get(size_t i) const {
-  const uint8_t* p = bytes_.data() + i * dtype_size(dtype_);
+  const uint8_t* p = bytes() + i * dtype_size(dtype_);
   switch (dtype_) {
     case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }

@@ -2,6 +2,7 @@
 // A host buffer: a dtype, a concrete shape and the bytes. Elements can be read and written as
 // doubles, which hold every value of every supported dtype exactly.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,20 @@ class Buffer {
   Buffer(DType dtype, std::vector<int64_t> shape);  // zero-filled
   // The same, reusing `storage`'s memory (a freed buffer's bytes) when it is large enough.
   Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& storage);
-  std::vector<uint8_t> release() { return std::move(bytes_); }  // the storage, for reuse
+  // Read-only memory owned elsewhere (a memory-mapped weight), used in place: `owner` keeps it
+  // alive. Copies of a borrowed buffer own their bytes; writing to one is an error.
+  static Buffer borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner);
+  Buffer(const Buffer& o);
+  Buffer& operator=(const Buffer& o);
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&&) noexcept = default;
+  bool borrowed() const { return borrowed_ != nullptr; }
+
+  std::vector<uint8_t> release() {  // the storage, for reuse (nothing for a borrowed buffer)
+    borrowed_ = nullptr;
+    owner_.reset();
+    return std::move(bytes_);
+  }
   static Buffer f32(const std::vector<float>& values, std::vector<int64_t> shape);
   static Buffer i32(const std::vector<int32_t>& values, std::vector<int64_t> shape);
   static Buffer boolean(const std::vector<bool>& values, std::vector<int64_t> shape);
@@ -23,9 +37,9 @@ class Buffer {
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   size_t numel() const { return numel_; }
-  size_t nbytes() const { return bytes_.size(); }
-  uint8_t* bytes() { return bytes_.data(); }
-  const uint8_t* bytes() const { return bytes_.data(); }
+  size_t nbytes() const { return numel_ * dtype_size(dtype_); }
+  uint8_t* bytes();
+  const uint8_t* bytes() const { return borrowed_ ? borrowed_ : bytes_.data(); }
 
   double get(size_t i) const;
   void set(size_t i, double v);  // converts with cast semantics (see convert_value)
@@ -40,6 +54,8 @@ class Buffer {
   std::vector<int64_t> shape_;
   size_t numel_ = 0;
   std::vector<uint8_t> bytes_;
+  const uint8_t* borrowed_ = nullptr;
+  std::shared_ptr<const void> owner_;
 };
 
 // The value `v` takes in dtype `to`: floats round to nearest even (through f32 for f16/bf16),

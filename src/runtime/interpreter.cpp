@@ -79,14 +79,39 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
       if (l.mask_lo[d].eval(dims) > 0 || l.mask_hi[d].eval(dims) < l.shape[d].eval(dims)) return false;
     return true;
   };
-  if (view.layers().size() == 1 && (!view.has_mask() || mask_is_full(view.layers()[0]))) {
-    always_valid_ = true;
-    const ViewLayer& l = view.layers()[0];
+  auto strided_of = [&](const ViewLayer& l) {
     Strided s;
     s.offset = l.offset.eval(dims);
     for (const Expr& st : l.strides) s.strides.push_back(st.eval(dims));
-    strided_ = s;
+    return s;
+  };
+  auto shape_of = [&](const ViewLayer& l) {
+    std::vector<int64_t> r;
+    for (const Expr& e : l.shape) r.push_back(e.eval(dims));
+    return r;
+  };
+  const std::vector<ViewLayer>& layers = view.layers();
+  if (layers.size() == 1 && (!view.has_mask() || mask_is_full(layers[0]))) {
+    always_valid_ = true;
+    strided_ = strided_of(layers[0]);
+    flat_ = Flat{shape_of(layers[0]), *strided_};
+    return;
   }
+  // A reshape on top of a strided layer: flat order passes straight through plain layers.
+  auto plain = [&](const ViewLayer& l) {
+    if (l.offset.eval(dims) != 0 || !mask_is_full(l)) return false;
+    std::vector<int64_t> shape = shape_of(l);
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (shape[d] != 1 && l.strides[d].eval(dims) != stride) return false;
+      stride *= shape[d];
+    }
+    return true;
+  };
+  for (size_t i = 1; i < layers.size(); ++i)
+    if (!plain(layers[i])) return;
+  if (!mask_is_full(layers[0])) return;
+  flat_ = Flat{shape_of(layers[0]), strided_of(layers[0])};
 }
 
 namespace {

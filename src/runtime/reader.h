@@ -32,6 +32,15 @@ class Reader {
     std::vector<int64_t> strides;
   };
   const std::optional<Strided>& strided() const { return strided_; }
+  // When the logical elements, in row-major order, are those of one strided layout of another
+  // shape: a plain strided view (shape = the logical shape), or a reshape of one (the layers
+  // above the bottom are contiguous, unmasked and without offset). Kernels that walk elements
+  // in flat order (Where, copies) use it where strided() is empty.
+  struct Flat {
+    std::vector<int64_t> shape;
+    Strided layout;
+  };
+  const std::optional<Flat>& flat() const { return flat_; }
 
  private:
   const Buffer& src_;
@@ -40,6 +49,7 @@ class Reader {
   bool always_valid_;
   bool contiguous_;
   std::optional<Strided> strided_;
+  std::optional<Flat> flat_;
 };
 
 }  // namespace luminal

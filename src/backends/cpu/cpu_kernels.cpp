@@ -2,6 +2,9 @@
 
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/fused_jit.h"
+#include "backends/cpu/fused_reduce.h"
+#include "backends/cpu/rotary_where.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
 #include "runtime/strided_operand.h"
@@ -49,6 +52,12 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
     if (n.kernel == "Matmul") return matmul(pool, in, shapes, out);
     if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
+    if (n.kernel == "RMSNorm") return rms_norm(n, in, shapes, out, pool);
+    if (n.kernel == "LayerNorm") return layer_norm(n, in, shapes, out, pool);
+    if (n.kernel == "Softmax") return softmax(n, in, shapes, out, pool);
+    if (n.kernel == "Rotary") return rotary(n, in, shapes, out, pool);
+    if (n.kernel == "Where") return where(n, in, shapes, out, pool);
+    if (n.kernel == "FusedSum" || n.kernel == "FusedMax") return fused_reduce(n, in, shapes, out, pool, n.kernel == "FusedSum");
     return false;
   };
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backends/cpu/thread_pool.h"
+#include "core/cache_paths.h"
 
 namespace luminal::cpu {
 
@@ -38,13 +39,32 @@ std::string class_letter(InnerStride s) { return s == InnerStride::One ? "1" : s
 
 }  // namespace
 
+FusedKernelFn KernelLibrary::find(const std::string& key) const {
+  auto it = fns_.find(key);
+  return it == fns_.end() ? nullptr : it->second;
+}
+
+std::string KernelLibrary::add(const std::vector<std::pair<std::string, std::string>>& named_sources, const std::string& cache_dir) {
+  std::string source = fused_kernel_prelude();
+  for (const auto& [name, body] : named_sources) source += body;
+  std::string why;
+  std::unique_ptr<JitModule> m = JitModule::load(source, cache_dir, &why);
+  if (!m) return why;
+  for (const auto& [name, body] : named_sources)
+    if (void* f = m->symbol(name)) fns_[name] = reinterpret_cast<FusedKernelFn>(f);
+  modules_.push_back(std::move(m));
+  return "";
+}
+
 void FusedJit::prepare(const Graph& plan, const std::string& cache_dir) {
   by_node_.clear();
-  module_.reset();
+  if (!library_) library_ = std::make_shared<KernelLibrary>();
   auto t0 = std::chrono::steady_clock::now();
-  std::string source = fused_kernel_prelude();
-  std::map<std::string, std::string> name_of_body;  // identical kernels share one function
+  // Kernels are named by a hash of what decides their code, so identical kernels share one
+  // function and a library reused across plans (the search's candidates) compiles only new ones.
+  std::map<std::string, std::string> missing;  // name -> source
   std::vector<std::pair<const Node*, std::pair<std::string, std::vector<InnerStride>>>> wanted;
+  std::map<std::string, bool> distinct;
   for (NodeId id = 0; id < plan.size(); ++id) {
     const Node& n = plan.node(id);
     FusedSignature sig;
@@ -69,32 +89,33 @@ void FusedJit::prepare(const Graph& plan, const std::string& cache_dir) {
     for (int64_t w : sig.program.encode()) key += std::to_string(w) + ",";
     for (size_t i = 0; i < sig.inner.size(); ++i) key += dtype_name(sig.input_dtypes[i]) + class_letter(sig.inner[i]) + ",";
     key += dtype_name(n.dtype);
-    auto it = name_of_body.find(key);
-    if (it == name_of_body.end()) {
-      std::string name = "lm_fused_" + std::to_string(name_of_body.size());
+    std::string name = "lm_fused_" + hash_key(key);
+    if (!library_->find(name) && !missing.count(name)) {
       std::optional<std::string> body = fused_kernel_source(sig, name);
       if (!body) continue;
-      source += *body;
-      it = name_of_body.emplace(key, name).first;
+      missing[name] = *body;
     }
-    wanted.push_back({&n, {it->second, sig.inner}});
+    distinct[name] = true;
+    wanted.push_back({&n, {name, sig.inner}});
   }
   if (wanted.empty()) {
-    status_ = "no fused elementwise kernels to generate";
+    status_ = "no elementwise kernels to generate";
     return;
   }
-  std::string why;
-  module_ = JitModule::load(source, cache_dir, &why);
-  if (!module_) {
-    status_ = "generated kernels unavailable (" + why + "); fused nodes run on the kernel interpreter";
-    return;
+  std::string how = "all " + std::to_string(distinct.size()) + " already loaded";
+  if (!missing.empty()) {
+    std::string why = library_->add({missing.begin(), missing.end()}, cache_dir);
+    if (!why.empty()) {
+      status_ = "generated kernels unavailable (" + why + "); elementwise nodes run on the kernel interpreter";
+      return;
+    }
+    how = (library_->last_from_cache() ? "loaded from " : "compiled into ") + library_->last_path();
   }
   for (auto& [node, bound] : wanted)
-    if (void* f = module_->symbol(bound.first)) by_node_[node] = Bound{reinterpret_cast<FusedKernelFn>(f), bound.second};
+    if (FusedKernelFn f = library_->find(bound.first)) by_node_[node] = Bound{f, bound.second};
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  status_ = std::to_string(name_of_body.size()) + " generated kernels for " + std::to_string(by_node_.size()) + " elementwise nodes, " +
-            (module_->from_cache() ? "loaded from " : "compiled into ") + module_->path() + " in " +
-            std::to_string(static_cast<int64_t>(ms)) + " ms";
+  status_ = std::to_string(distinct.size()) + " generated kernels for " + std::to_string(by_node_.size()) + " elementwise nodes, " +
+            how + " in " + std::to_string(static_cast<int64_t>(ms)) + " ms";
 }
 
 bool FusedJit::run(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,

@@ -1,0 +1,179 @@
+#include "backends/cpu/row_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/simd8.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace luminal::cpu {
+
+// Whether every element of a strided layout lies inside a buffer of `numel` elements.
+static bool layout_in_bounds(const Reader::Strided& s, const std::vector<int64_t>& shape, size_t numel) {
+  if (s.strides.size() != shape.size()) return false;
+  int64_t lo = s.offset, hi = s.offset;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;  // reads nothing
+    (s.strides[d] < 0 ? lo : hi) += (shape[d] - 1) * s.strides[d];
+  }
+  return lo >= 0 && hi < static_cast<int64_t>(numel);
+}
+
+bool strided_in_bounds(const Reader& r, const std::vector<int64_t>& shape) {
+  return r.strided() && layout_in_bounds(*r.strided(), shape, r.buffer().numel());
+}
+
+bool flat_in_bounds(const Reader& r) {
+  return r.flat() && layout_in_bounds(r.flat()->layout, r.flat()->shape, r.buffer().numel());
+}
+
+std::optional<F32Rows> f32_rows(const Reader& r, const std::vector<int64_t>& shape) {
+  if (r.dtype() != DType::F32 || shape.empty() || !strided_in_bounds(r, shape)) return std::nullopt;
+  const Reader::Strided& s = *r.strided();
+  size_t rank = shape.size();
+  F32Rows v;
+  v.data = reinterpret_cast<const float*>(r.buffer().bytes());
+  v.offset = s.offset;
+  v.step = s.strides[rank - 1];
+  v.len = shape[rank - 1];
+  v.outer_shape.assign(shape.begin(), shape.end() - 1);
+  v.outer_strides.assign(s.strides.begin(), s.strides.end() - 1);
+  v.rows = v.len == 0 ? 0 : 1;
+  for (int64_t d : v.outer_shape) v.rows *= d;
+  return v;
+}
+
+// Reads `count` elements from buffer element `idx` on, `step` apart, as floats.
+static void read_run(const Buffer& b, int64_t idx, int64_t step, int64_t count, float* dst) {
+  const uint8_t* p = b.bytes();
+  switch (b.dtype()) {
+    case DType::F32: {
+      const float* f = reinterpret_cast<const float*>(p) + idx;
+      if (step == 1) std::copy(f, f + count, dst);
+      else for (int64_t i = 0; i < count; ++i) dst[i] = f[i * step];
+      return;
+    }
+    case DType::Bool:
+      for (int64_t i = 0; i < count; ++i) dst[i] = p[idx + i * step] ? 1.0f : 0.0f;
+      return;
+    default:  // i32 stays nonzero as a float; f16/bf16 are exact as floats
+      for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(b.get(static_cast<size_t>(idx + i * step)));
+  }
+}
+
+void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst) {
+  if (!flat) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(r(z0 + i));
+    return;
+  }
+  const std::vector<int64_t>& shape = r.flat()->shape;
+  const Reader::Strided& s = r.flat()->layout;
+  const size_t rank = shape.size();
+  if (rank == 0) return read_run(r.buffer(), s.offset, 0, n, dst);
+  // Coordinates of z0; then runs along the last axis, carrying into the others.
+  std::vector<int64_t> coord(rank);
+  int64_t rem = z0, idx = s.offset;
+  for (size_t d = rank; d-- > 0;) {
+    coord[d] = rem % shape[d];
+    rem /= shape[d];
+    idx += coord[d] * s.strides[d];
+  }
+  const int64_t last = shape[rank - 1], step = s.strides[rank - 1];
+  for (int64_t i = 0; i < n;) {
+    int64_t run = std::min(n - i, last - coord[rank - 1]);
+    read_run(r.buffer(), idx, step, run, dst + i);
+    i += run;
+    idx += run * step;
+    coord[rank - 1] += run;
+    for (size_t d = rank; d-- > 1 && coord[d] == shape[d];) {
+      idx += s.strides[d - 1] - coord[d] * s.strides[d];
+      coord[d] = 0;
+      ++coord[d - 1];
+    }
+  }
+}
+
+int64_t row_grain(int64_t len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, len)); }
+
+namespace {
+
+// The input as contiguous f32 rows along `axis` (the last), with an f32 output of its shape.
+std::optional<F32Rows> last_axis_rows(const Node& n, const std::vector<Reader>& in,
+                                      const std::vector<std::vector<int64_t>>& shapes, const Buffer& out) {
+  if (in.size() != 1 || out.dtype() != DType::F32 || n.axis + 1 != shapes[0].size()) return std::nullopt;
+  std::optional<F32Rows> x = f32_rows(in[0], shapes[0]);
+  if (!x || (x->step != 1 && x->len > 1) || static_cast<int64_t>(out.numel()) != x->rows * x->len) return std::nullopt;
+  return x;
+}
+
+// Runs body(src_row, dst_row) for every row, rows split over the pool.
+template <class Body>
+void for_rows(ThreadPool& pool, const F32Rows& x, Buffer& out, Body body) {
+  float* o = reinterpret_cast<float*>(out.bytes());
+  pool.parallel_for(x.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) body(x.row(r), o + r * x.len);
+  }, row_grain(x.len));
+}
+
+// out = x * 1/sqrt(sum(x*x) * (1/n) + eps), as the reference rounds it except for the sum's order.
+LM_SIMD_CLONES void rms_row(const float* x, float* out, int64_t n, float eps) {
+  float inv_n = 1.0f / static_cast<float>(n);
+  float scale = 1.0f / std::sqrt(simd8::sum_squares(x, n) * inv_n + eps);
+  simd8::scale(x, scale, out, n);
+}
+
+LM_SIMD_CLONES void layer_norm_row(const float* x, float* out, int64_t n, float eps) {
+  float inv_n = 1.0f / static_cast<float>(n);
+  float neg_mean = (simd8::sum(x, n) * inv_n) * -1.0f;
+  simd8::add_scalar(x, neg_mean, out, n);  // the centred row, then rms_norm of it in place
+  float scale = 1.0f / std::sqrt(simd8::sum_squares(out, n) * inv_n + eps);
+  simd8::scale(out, scale, out, n);
+}
+
+// exp2((x - max) * log2e) / sum: the max propagates NaN, so a row with a NaN, or of only -inf
+// (where x - max is -inf + inf), comes out NaN, as in the reference. exp2 is simd8's (within
+// 1 ulp of the reference's std::exp2; tested to 2) except on the tail.
+LM_SIMD_CLONES void softmax_row(const float* x, float* out, int64_t n) {
+  using namespace simd8;
+  const float log2e = static_cast<float>(1.4426950408889634);
+  const float neg_max = max_or_nan(x, n) * -1.0f;
+  const f8 nm = splat(neg_max), l2e = splat(log2e);
+  f8 acc = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    f8 e = exp2((load(x + j) + nm) * l2e);
+    store(out + j, e);
+    acc += e;
+  }
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += out[j] = std::exp2((x[j] + neg_max) * log2e);
+  scale(out, 1.0f / sum, out, n);
+}
+
+}  // namespace
+
+bool rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+              ThreadPool& pool) {
+  std::optional<F32Rows> x = last_axis_rows(n, in, shapes, out);
+  if (!x) return false;
+  for_rows(pool, *x, out, [&](const float* s, float* d) { rms_row(s, d, x->len, n.constant); });
+  return true;
+}
+
+bool layer_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+                ThreadPool& pool) {
+  std::optional<F32Rows> x = last_axis_rows(n, in, shapes, out);
+  if (!x) return false;
+  for_rows(pool, *x, out, [&](const float* s, float* d) { layer_norm_row(s, d, x->len, n.constant); });
+  return true;
+}
+
+bool softmax(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+             ThreadPool& pool) {
+  std::optional<F32Rows> x = last_axis_rows(n, in, shapes, out);
+  if (!x) return false;
+  for_rows(pool, *x, out, [&](const float* s, float* d) { softmax_row(s, d, x->len); });
+  return true;
+}
+
+}  // namespace luminal::cpu

@@ -1,0 +1,108 @@
+// The packed (cache-blocked) GEMM against a double-precision product, on shapes that cross
+// every block boundary: k past KC = 256, m past the 6-row tile and MC = 144, n past the 16-column
+// tile and NC. Also through weight_gemm / gemm_nn, which dispatch to it for larger m.
+#include "backends/cpu/packed_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "backends/cpu/weight_gemm.h"
+#include "core/dtype.h"
+
+namespace luminal::cpu {
+namespace {
+
+enum class Entry { Packed, PackedNN, Dispatch, DispatchNN };
+
+// Fills A, B (as W [n, k] or, for the NN entries, B [k, n]) with padded strides, runs `entry`, and
+// compares every output with the double product; the padding columns of C must stay untouched.
+void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
+  const bool nn = entry == Entry::PackedNN || entry == Entry::DispatchNN;
+  std::mt19937 rng(static_cast<uint32_t>(m * 1009 + n * 31 + k));
+  std::uniform_real_distribution<float> d(-1, 1);
+  const int64_t lda = k + 3, ldc = n + 5;
+  const int64_t ldw = nn ? n + 7 : k + (t == DType::BF16 ? 9 : 1);
+  const int64_t w_rows = nn ? k : n;
+  std::vector<float> a(static_cast<size_t>(m * lda)), wf(static_cast<size_t>(w_rows * ldw)), c(static_cast<size_t>(m * ldc), -7.0f);
+  std::vector<uint16_t> wb(wf.size());
+  for (float& x : a) x = d(rng);
+  for (size_t i = 0; i < wf.size(); ++i) {
+    wb[i] = f32_to_bf16(d(rng));
+    wf[i] = t == DType::BF16 ? bf16_to_f32(wb[i]) : d(rng);
+  }
+  WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k};
+  switch (entry) {
+    case Entry::Packed: packed_weight_gemm(g, pool); break;
+    case Entry::PackedNN: packed_gemm_nn(g, pool); break;
+    case Entry::Dispatch: weight_gemm(g, pool); break;
+    case Entry::DispatchNN: gemm_nn(g, pool); break;
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      float got = c[static_cast<size_t>(i * ldc + j)];
+      if (j >= n) {
+        ASSERT_EQ(got, -7.0f) << "wrote past column n at " << i << "," << j;
+        continue;
+      }
+      double want = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double w = nn ? wf[static_cast<size_t>(p * ldw + j)] : wf[static_cast<size_t>(j * ldw + p)];
+        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * w;
+        want += prod;
+        mag += std::abs(prod);
+      }
+      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6)
+          << "m=" << m << " n=" << n << " k=" << k << " " << dtype_name(t) << " at " << i << "," << j;
+    }
+}
+
+TEST(PackedGemm, OddShapesCrossingEveryBlock) {
+  if (!weight_gemm_has_avx2()) GTEST_SKIP() << "packed GEMM needs AVX2 + FMA";
+  ThreadPool pool(2), pool3(3);
+  for (DType t : {DType::BF16, DType::F32})
+    for (int64_t m : {1, 5, 7, 130})
+      for (int64_t n : {1, 17, 1000})
+        for (int64_t k : {1, 9, 257, 513}) {
+          check(Entry::Packed, m, n, k, t, nullptr);
+          check(Entry::Packed, m, n, k, t, &pool);
+        }
+  // m past two MC blocks on one thread (B panels reused), split over rows by three threads (m > n),
+  // and n past NC per thread.
+  check(Entry::Packed, 300, 40, 70, DType::BF16, nullptr);
+  check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3);
+  check(Entry::Packed, 13, 2100, 300, DType::F32, &pool3);
+}
+
+TEST(PackedGemm, RowMajorB) {
+  if (!weight_gemm_has_avx2()) GTEST_SKIP() << "packed GEMM needs AVX2 + FMA";
+  ThreadPool pool(2);
+  for (int64_t m : {1, 5, 7, 130})
+    for (int64_t n : {1, 17, 64, 1000})
+      for (int64_t k : {1, 9, 257, 513}) {
+        check(Entry::PackedNN, m, n, k, DType::F32, nullptr);
+        check(Entry::PackedNN, m, n, k, DType::F32, &pool);
+      }
+  check(Entry::PackedNN, 300, 64, 300, DType::F32, &pool);  // attention's probabilities × values
+}
+
+// The public entry points around the crossover to the packed path (and on non-AVX2 machines the
+// portable loops).
+TEST(PackedGemm, DispatchAroundTheCrossover) {
+  ThreadPool pool(2);
+  for (int64_t m : {3, 4, 5, 8, 16, 17, 64})
+    for (DType t : {DType::BF16, DType::F32}) {
+      check(Entry::Dispatch, m, 33, 300, t, &pool);
+      check(Entry::Dispatch, m, 33, 300, t, nullptr);
+    }
+  for (int64_t m : {3, 4, 8, 16, 17, 64}) {
+    check(Entry::DispatchNN, m, 70, 300, DType::F32, &pool);
+    check(Entry::DispatchNN, m, 70, 300, DType::F32, nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace luminal::cpu
