@@ -107,11 +107,44 @@ __attribute__((target("avx2,fma"))) float dot_row(const float* a, const void* w,
   return s;
 }
 
+// Decode's GEMV: four W rows at a time, so each load of x serves four rows and four streams
+// are in flight, with a software prefetch of the next four rows at the same column. Measured
+// on a 2-core EPYC: 15.4 GB/s against 11.3 for one row with four accumulators, at or above a
+// plain summing read of the same bytes (benchmarks/gemv_bench).
+template <bool kBF16>
+__attribute__((target("avx2,fma"))) void gemv_rows4(const WeightGemm& g, int64_t n0, int64_t n1) {
+  const int64_t k = g.k, ldw = g.ldw, es = kBF16 ? 2 : 4;
+  const float* x = g.a;
+  int64_t j = n0;
+  for (; j + 4 <= n1; j += 4) {
+    const uint8_t* r[4];
+    for (int q = 0; q < 4; ++q) r[q] = static_cast<const uint8_t*>(g.w) + (j + q) * ldw * es;
+    const int64_t ahead = 4 * ldw * es;  // the same column four rows on
+    __m256 a[4], b[4];
+    for (int q = 0; q < 4; ++q) a[q] = b[q] = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+      for (int q = 0; q < 4; ++q) _mm_prefetch(reinterpret_cast<const char*>(r[q] + p * es + ahead), _MM_HINT_T0);
+      __m256 xa = _mm256_loadu_ps(x + p), xb = _mm256_loadu_ps(x + p + 8);
+      for (int q = 0; q < 4; ++q) {
+        a[q] = _mm256_fmadd_ps(xa, load8(r[q], kBF16 ? DType::BF16 : DType::F32, p), a[q]);
+        b[q] = _mm256_fmadd_ps(xb, load8(r[q], kBF16 ? DType::BF16 : DType::F32, p + 8), b[q]);
+      }
+    }
+    for (int q = 0; q < 4; ++q) {
+      float s = hsum(_mm256_add_ps(a[q], b[q]));
+      for (int64_t t = p; t < k; ++t) s += x[t] * tail_value(r[q], kBF16 ? DType::BF16 : DType::F32, t);
+      g.c[j + q] = s;
+    }
+  }
+  for (; j < n1; ++j) g.c[j] = dot_row(x, static_cast<const uint8_t*>(g.w) + j * ldw * es, g.w_dtype, k);
+}
+
 __attribute__((target("avx2,fma"))) void gemm_rows_avx2(const WeightGemm& g, int64_t n0, int64_t n1) {
   const size_t es = g.w_dtype == DType::BF16 ? 2 : 4;
-  if (g.m == 1) {  // decode: four W rows per pass over x keep four loads in flight
-    for (int64_t j = n0; j < n1; ++j)
-      g.c[j] = dot_row(g.a, static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es, g.w_dtype, g.k);
+  if (g.m == 1) {
+    if (g.w_dtype == DType::BF16) gemv_rows4<true>(g, n0, n1);
+    else gemv_rows4<false>(g, n0, n1);
     return;
   }
   int64_t j = n0;
