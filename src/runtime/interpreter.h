@@ -71,6 +71,8 @@ class Interpreter {
   void free_buffer(std::map<NodeId, Buffer>& live, NodeId id);
   std::vector<uint8_t> take_storage(DType dtype, const std::vector<int64_t>& shape);
   DimMap dims_;
+  std::vector<NodeId> order_;  // topological order, computed on the first run
+  std::vector<int> readers_;   // per node: how many edges read it
   bool profiling_ = false;
   bool last_native_ = false;  // the hook ran the last Kernel node (a profile label)
   std::map<std::string, ProfileEntry> profile_;

@@ -52,4 +52,24 @@ class Reader {
   std::optional<Flat> flat_;
 };
 
+// Walks a flat layout's buffer indices in logical (row-major) order.
+class FlatCursor {
+ public:
+  explicit FlatCursor(const Reader::Flat& f) : f_(f), coord_(f.shape.size(), 0), idx_(f.layout.offset) {}
+  int64_t index() const { return idx_; }
+  void next() {
+    for (size_t d = coord_.size(); d-- > 0;) {
+      idx_ += f_.layout.strides[d];
+      if (++coord_[d] < f_.shape[d]) return;
+      idx_ -= coord_[d] * f_.layout.strides[d];
+      coord_[d] = 0;
+    }
+  }
+
+ private:
+  const Reader::Flat& f_;
+  std::vector<int64_t> coord_;
+  int64_t idx_;
+};
+
 }  // namespace luminal
