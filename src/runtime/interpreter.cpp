@@ -44,7 +44,8 @@ void Interpreter::bind_dims() {
     for (size_t d = 0; d < n.shape.size(); ++d)
       if (n.shape[d].kind() == ExprKind::Var && !dims_.count(n.shape[d].name())) dims_[n.shape[d].name()] = buf.shape()[d];
   }
-  for (const std::string& d : graph_.dims())
+  if (!graph_dims_) graph_dims_ = graph_.dims();  // walks every expression of the graph
+  for (const std::string& d : *graph_dims_)
     if (!dims_.count(d))
       throw Error("dynamic dim '" + d + "' is not bound: call set_dim(\"" + d +
                   "\", value) or set an input whose shape has it as a dimension");
@@ -70,8 +71,6 @@ Reader::Reader(const Buffer& src, const View& view, const DimMap& dims) : Reader
 Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const DimMap& dims)
     : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()),
       contiguous_(view.is_contiguous()) {
-  index_ = ExprProgram(e.index, dims);
-  valid_ = ExprProgram(e.valid, dims);
   // A mask that covers the whole shape once dims are bound (a slice to past+seq of a cache of
   // fixed length) masks nothing: the view is plain strided after all.
   auto mask_is_full = [&](const ViewLayer& l) {
@@ -95,8 +94,10 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
     always_valid_ = true;
     strided_ = strided_of(layers[0]);
     flat_ = Flat{shape_of(layers[0]), *strided_};
-    return;
+    return;  // no index programs: building them (substituting dims) costs more than small kernels
   }
+  index_ = ExprProgram(e.index, dims);
+  valid_ = ExprProgram(e.valid, dims);
   // A reshape on top of a strided layer: flat order passes straight through plain layers.
   auto plain = [&](const ViewLayer& l) {
     if (l.offset.eval(dims) != 0 || !mask_is_full(l)) return false;
@@ -144,8 +145,13 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
     case OpKind::Input: LM_ASSERT(false, "inputs are not evaluated");
     case OpKind::Constant: out.set(0, n.constant); break;
     case OpKind::Iota: {
-      ExprProgram p(n.iota_expr, dims_);
-      for (int64_t i = 0; i < count; ++i) out.set(i, static_cast<double>(static_cast<int32_t>(p(i))));
+      // Without dims the program never changes: built once (building substitutes and interns).
+      if (iota_programs_.size() < graph_.size()) iota_programs_.resize(graph_.size());
+      std::optional<ExprProgram>& cached = iota_programs_[id];
+      ExprProgram p = cached ? *cached : ExprProgram(n.iota_expr, dims_);
+      if (!cached && n.iota_expr.dims().empty()) cached = p;
+      int32_t* o = reinterpret_cast<int32_t*>(out.bytes());
+      for (int64_t i = 0; i < count; ++i) o[i] = static_cast<int32_t>(p(i));
       break;
     }
     case OpKind::Output: {
@@ -278,7 +284,7 @@ void Interpreter::run() {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     if (scatter_in_place(n, uses)) {
-      scatter_into(n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
+      scatter_into(id, n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
       in_place[id] = n.inputs[0].src;
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (--uses[n.inputs[k].src] == 0) free_buffer(live, n.inputs[k].src);
@@ -321,8 +327,8 @@ bool Interpreter::scatter_in_place(const Node& n, const std::vector<int>& uses) 
          provably_equal(dest.view.shape(), src.shape);
 }
 
-void Interpreter::scatter_into(const Node& n, Buffer& dest, const Buffer& idx_buf, const Buffer& src_buf) {
-  Reader idx(idx_buf, n.inputs[1].view, dims_), src(src_buf, n.inputs[2].view, dims_);
+void Interpreter::scatter_into(NodeId id, const Node& n, Buffer& dest, const Buffer& idx_buf, const Buffer& src_buf) {
+  Reader idx(idx_buf, n.inputs[1].view, index_exprs(id, 1), dims_), src(src_buf, n.inputs[2].view, index_exprs(id, 2), dims_);
   int64_t count = static_cast<int64_t>(dest.numel()), src_count = 1;
   for (int64_t d : concrete(n.inputs[2].view.shape())) src_count *= d;
   // The usual KV-cache write: i32 indices and values of the cache's dtype through strided

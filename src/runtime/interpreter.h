@@ -57,7 +57,7 @@ class Interpreter {
   void bind_dims();
   Buffer eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in);
   bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
-  void scatter_into(const Node& n, Buffer& dest, const Buffer& idx, const Buffer& src);
+  void scatter_into(NodeId id, const Node& n, Buffer& dest, const Buffer& idx, const Buffer& src);
   std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
 
   Graph graph_;
@@ -73,6 +73,8 @@ class Interpreter {
   DimMap dims_;
   std::vector<NodeId> order_;  // topological order, computed on the first run
   std::vector<int> readers_;   // per node: how many edges read it
+  std::optional<std::vector<std::string>> graph_dims_;
+  std::vector<std::optional<ExprProgram>> iota_programs_;  // per Iota node without dims  // the graph's dynamic dims, on first use
   bool profiling_ = false;
   bool last_native_ = false;  // the hook ran the last Kernel node (a profile label)
   std::map<std::string, ProfileEntry> profile_;

@@ -17,8 +17,17 @@ class Reader {
   Reader(const Buffer& src, const View& view, const IndexExprs& exprs, const DimMap& dims);
   double operator()(int64_t z) const {
     if (contiguous_) return src_.get(static_cast<size_t>(z));
-    if (!always_valid_ && valid_(z) == 0) return pad_;
-    int64_t i = index_(z);
+    int64_t i;
+    if (strided_) {
+      i = strided_->offset;
+      for (size_t d = flat_->shape.size(); d-- > 0;) {
+        i += (z % flat_->shape[d]) * strided_->strides[d];
+        z /= flat_->shape[d];
+      }
+    } else {
+      if (!always_valid_ && valid_(z) == 0) return pad_;
+      i = index_(z);
+    }
     LM_ASSERT(i >= 0 && static_cast<size_t>(i) < src_.numel(),
               "view reads element " + std::to_string(i) + " of a buffer of " + std::to_string(src_.numel()));
     return src_.get(static_cast<size_t>(i));
