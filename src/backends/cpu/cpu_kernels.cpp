@@ -34,13 +34,22 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   size_t es = wt == DType::BF16 ? 2 : 4;
   float* C = reinterpret_cast<float*>(out.bytes());
-  for (int64_t bi = 0; bi < batch; ++bi) {
+  auto one = [&](int64_t bi, ThreadPool* p) {
     int64_t base_a = sa.offset, base_b = sb.offset;
     add_batch_offsets(bi, as, sa.strides, sb.strides, base_a, base_b);
     WeightGemm g{A + base_a, sa.strides[r - 2], rb.buffer().bytes() + static_cast<size_t>(base_b) * es,
                  transposed ? sb.strides[r - 1] : sb.strides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
-    if (transposed) weight_gemm(g, &pool);
-    else gemm_nn(g, &pool);
+    if (transposed) weight_gemm(g, p);
+    else gemm_nn(g, p);
+  };
+  // Many small products (attention's heads in decode): one thread per batch of heads, not
+  // every thread on every head, which would synchronise the pool once per head.
+  if (batch >= pool.size() && m * nn * k < (int64_t(1) << 20)) {
+    pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
+      for (int64_t bi = b0; bi < b1; ++bi) one(bi, nullptr);
+    });
+  } else {
+    for (int64_t bi = 0; bi < batch; ++bi) one(bi, &pool);
   }
   return true;
 }
