@@ -158,6 +158,11 @@ RuleFunctions::RuleFunctions() {
   add_guard("last_axis", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
     return static_cast<size_t>(attr_arg(m, a[0]).axis) + 1 == m.g.info(class_arg(m, a[1])).shape.size();
   });
+  // The axis is the last one of the view (e.g. a softmax over keys read through a reshape that
+  // splits query heads into groups: the rows are the same whatever the leading dims).
+  add_guard("last_axis_of_view", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    return static_cast<size_t>(attr_arg(m, a[0]).axis) + 1 == view_arg(m, a[1]).rank();
+  });
   add_builder("drop_dim", 2, [](const MatchContext& m, const std::vector<Arg>& a) -> std::optional<Attr> {
     const View& v = view_arg(m, a[0]);
     int64_t axis = static_cast<int64_t>(a[1].number);

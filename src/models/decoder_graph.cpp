@@ -32,6 +32,13 @@ class DecoderBuilder {
     if (c_.per_layer_input > 0) per_layer_inputs = build_per_layer_inputs(tokens, h);
     positions_ = cast(iota(g_, past_ + Expr::index(), seq_), DType::F32);
 
+    // What layers share (masks, rope tables) is built before the first layer, so every layer's
+    // nodes come out in the same order and layer dedup cuts blocks at layer boundaries (a block
+    // that started mid-attention would hide the attention pattern from the rules).
+    for (const LayerConfig& L : c_.layer) {
+      mask(L.sliding);
+      rope_tables(L.rope_key, L.head_dim);
+    }
     for (int64_t l = 0; l < c_.layers; ++l) h = layer(h, l, per_layer_inputs);
 
     if (!o_.all_logits) h = slice(h, 0, seq_ - 1, seq_);

@@ -132,6 +132,22 @@ TEST(Recognize, MaskedAttentionWithACache) {
   check(g, "Attention", 1, {{"seq", 3}, {"past", 2}});
 }
 
+// Grouped-query attention as the decoder builds it: two query heads per key head ride in the
+// rows of one matmul, and the mask and softmax see the scores split back into [kv, group, seq,
+// keys].
+TEST(Recognize, GroupedQueryAttention) {
+  Graph g;
+  Expr seq = Expr::var("seq"), past = Expr::var("past"), total = past + seq, z = Expr::index();
+  Tensor q = input(g, "q", DType::F32, {2, seq * 2, 8});
+  Tensor k = input(g, "k", DType::F32, {2, total, 8});
+  Tensor v = input(g, "v", DType::F32, {2, total, 8});
+  Tensor causal = reshape(cast(iota(g, lt(z % total, z / total + past + 1), seq * total), DType::Bool), {seq, total});
+  Tensor scores = matmul(q, transpose(k, 1, 2)) * 0.35;
+  Tensor masked = where(causal, reshape(scores, {2, 2, seq, total}), -std::numeric_limits<double>::infinity());
+  matmul(reshape(softmax(masked, -1), {2, seq * 2, total}), v).output("out");
+  check(g, "Attention", 1, {{"seq", 3}, {"past", 2}});
+}
+
 TEST(Recognize, LayerNormWithAndWithoutAffine) {
   Graph g;
   Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 8});
