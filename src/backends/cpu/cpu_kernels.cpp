@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_kernels.h"
 
+#include "backends/cpu/attention.h"
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/fused_jit.h"
 #include "backends/cpu/fused_reduce.h"
@@ -66,6 +67,7 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
     if (n.kernel == "Softmax") return softmax(n, in, shapes, out, pool);
     if (n.kernel == "Rotary") return rotary(n, in, shapes, out, pool);
     if (n.kernel == "Where") return where(n, in, shapes, out, pool);
+    if (n.kernel == "Attention") return attention(n, in, shapes, out, pool);
     if (n.kernel == "FusedSum" || n.kernel == "FusedMax") return fused_reduce(n, in, shapes, out, pool, n.kernel == "FusedSum");
     return false;
   };

@@ -130,6 +130,8 @@ LM_SIMD_CLONES void layer_norm_row(const float* x, float* out, int64_t n, float 
   simd8::scale(out, scale, out, n);
 }
 
+}  // namespace
+
 // exp2((x - max) * log2e) / sum: the max propagates NaN, so a row with a NaN, or of only -inf
 // (where x - max is -inf + inf), comes out NaN, as in the reference. exp2 is simd8's (within
 // 1 ulp of the reference's std::exp2; tested to 2) except on the tail.
@@ -150,7 +152,6 @@ LM_SIMD_CLONES void softmax_row(const float* x, float* out, int64_t n) {
   scale(out, 1.0f / sum, out, n);
 }
 
-}  // namespace
 
 bool rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
               ThreadPool& pool) {

@@ -54,6 +54,10 @@ bool flat_in_bounds(const Reader& r);
 // through the reader.
 void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
 
+// One softmax row, exp2((x - max) * log2e) / sum, as the reference rounds it except for the
+// sum's order (8 lanes); out may be x. NaN rows (a NaN, or only -inf) come out NaN.
+void softmax_row(const float* x, float* out, int64_t n);
+
 // Rows per parallel_for chunk so that one chunk is worth waking a thread for.
 int64_t row_grain(int64_t len);
 

@@ -1,0 +1,95 @@
+#include "backends/cpu/attention.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "backends/cpu/row_kernels.h"
+#include "backends/cpu/simd8.h"
+#include "backends/cpu/thread_pool.h"
+#include "runtime/strided_operand.h"
+
+namespace luminal::cpu {
+
+namespace {
+
+// sum_p a[p] * b[p * step]
+LM_SIMD_CLONES float dot(const float* a, const float* b, int64_t step, int64_t k) {
+  if (step != 1) {
+    float s = 0;
+    for (int64_t p = 0; p < k; ++p) s += a[p] * b[p * step];
+    return s;
+  }
+  using namespace simd8;
+  f8 acc = {};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) acc += load(a + p) * load(b + p);
+  float s = hsum(acc);
+  for (; p < k; ++p) s += a[p] * b[p];
+  return s;
+}
+
+// out[e] += w * v[e * step]
+LM_SIMD_CLONES void axpy(float w, const float* v, int64_t step, float* out, int64_t d) {
+  if (step != 1) {
+    for (int64_t e = 0; e < d; ++e) out[e] += w * v[e * step];
+    return;
+  }
+  using namespace simd8;
+  const f8 ws = splat(w);
+  int64_t e = 0;
+  for (; e + 8 <= d; e += 8) store(out + e, load(out + e) + ws * load(v + e));
+  for (; e < d; ++e) out[e] += w * v[e];
+}
+
+}  // namespace
+
+bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out,
+               ThreadPool& pool) {
+  if (in.size() != 4 || out.dtype() != DType::F32) return false;
+  for (size_t i = 0; i < 3; ++i)
+    if (in[i].dtype() != DType::F32 || !in[i].strided() || s[i].size() < 2 || s[i].size() != s[0].size()) return false;
+  const size_t r = s[0].size();
+  const int64_t m = s[0][r - 2], k = s[0][r - 1], nk = s[1][r - 1], d = s[2][r - 1];
+  if (s[1][r - 2] != k || s[2][r - 2] != nk) return false;
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (s[1][i] != s[0][i] || s[2][i] != s[0][i]) return false;
+    batch *= s[0][i];
+  }
+  if (static_cast<int64_t>(out.numel()) != batch * m * d) return false;
+  int64_t mask_count = 1;
+  for (int64_t x : s[3]) mask_count *= x;
+  if (mask_count != batch * m * nk) return false;
+
+  F32Operand q(in[0], s[0], /*unit_inner=*/true), kt(in[1], s[1]), v(in[2], s[2]);
+  // The mask as 0/1 in the scores' flat order (one pass; it is as large as one score matrix).
+  std::vector<float> mask(static_cast<size_t>(mask_count));
+  load_floats(in[3], flat_in_bounds(in[3]), 0, mask_count, mask.data());
+  float* o = reinterpret_cast<float*>(out.bytes());
+  const float scale = n.constant, ninf = -std::numeric_limits<float>::infinity();
+
+  pool.parallel_for(batch * m, [&](int64_t r0, int64_t r1) {
+    std::vector<float> scores(static_cast<size_t>(nk));
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t bi = row / m, i = row % m;
+      int64_t qb = q.offset, kb = kt.offset, vb = v.offset, unused = 0;
+      add_batch_offsets(bi, s[0], q.strides, kt.strides, qb, kb);
+      add_batch_offsets(bi, s[0], v.strides, v.strides, vb, unused);
+      const float* qr = q.data + qb + i * q.strides[r - 2];
+      const float* mr = mask.data() + row * nk;
+      for (int64_t j = 0; j < nk; ++j) {
+        float sc = dot(qr, kt.data + kb + j * kt.strides[r - 1], kt.strides[r - 2], k) * scale;
+        scores[static_cast<size_t>(j)] = mr[j] != 0 ? sc : ninf;
+      }
+      softmax_row(scores.data(), scores.data(), nk);
+      float* orow = o + row * d;
+      for (int64_t e = 0; e < d; ++e) orow[e] = 0;
+      // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
+      for (int64_t j = 0; j < nk; ++j)
+        axpy(scores[static_cast<size_t>(j)], v.data + vb + j * v.strides[r - 2], v.strides[r - 1], orow, d);
+    }
+  }, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, nk * k)));
+  return true;
+}
+
+}  // namespace luminal::cpu

@@ -1,0 +1,61 @@
+// The CPU Attention kernel against the reference (matmul, scale, where, softmax, matmul step by
+// step): prefill- and decode-shaped problems, keys read transposed out of a longer cache, a
+// causal mask broadcast over heads and reshaped flat, fully masked rows (NaN in both).
+#include "backends/cpu/attention.h"
+
+#include "kernel_compare.h"
+
+namespace luminal::cpu::testing {
+namespace {
+
+const Tolerance kSums{2e-5, 2e-5};  // outputs are sums of p*v with |v| <= 3: rounding is absolute
+
+// q [b, m, k]; the keys and values are the first n rows of caches of `context` rows, as a
+// decoder reads them ([b, k, n] transposed and [b, n, d]); the mask is [m, n] causal with
+// `past` cached rows, broadcast over b and read flat.
+void check(int64_t b, int64_t m, int64_t k, int64_t d, int64_t past, int64_t context) {
+  const int64_t n = past + m;
+  uint32_t seed = static_cast<uint32_t>(b * 7 + m * 131 + k + d * 3 + past);
+  KernelInput q = whole(random_f32({b, m, k}, seed));
+  KernelInput kt{random_f32({b, context, k}, seed + 1),
+                 View::contiguous(exprs({b, context, k})).slice(1, Expr(0), Expr(n)).permute({0, 2, 1})};
+  KernelInput v{random_f32({b, context, d}, seed + 2), View::contiguous(exprs({b, context, d})).slice(1, Expr(0), Expr(n))};
+  std::vector<bool> causal(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) causal[static_cast<size_t>(i * n + j)] = j <= past + i;
+  Buffer mbuf = Buffer::boolean(causal, {m, n});
+  KernelInput mask{mbuf, View::contiguous(exprs({m, n})).reshape(exprs({1, m, n})).expand(0, Expr(b)).reshape(exprs({b * m * n}))};
+  SCOPED_TRACE("b=" + std::to_string(b) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " past=" + std::to_string(past));
+  compare(kernel_node("Attention", 2, 0.125f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
+TEST(CpuAttention, PrefillAndDecodeShapesMatchTheReference) {
+  check(1, 1, 8, 8, 0, 4);      // one query, one key
+  check(2, 5, 16, 16, 0, 9);    // prefill, odd sizes
+  check(8, 2, 128, 128, 37, 64);  // decode with grouped queries over a cache
+  check(3, 7, 17, 9, 3, 12);    // nothing a multiple of 8
+  check(4, 33, 64, 64, 0, 40);  // enough rows for every thread
+}
+
+TEST(CpuAttention, FullyMaskedRowsAreNaNAsInTheReference) {
+  const int64_t b = 2, m = 3, k = 8, n = 4, d = 8;
+  KernelInput q = whole(random_f32({b, m, k}, 1));
+  KernelInput kt{random_f32({b, n, k}, 2), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({b, n, d}, 3));
+  std::vector<bool> bits(static_cast<size_t>(b * m * n), true);
+  for (int64_t j = 0; j < n; ++j) bits[static_cast<size_t>(1 * n + j)] = false;  // row 1 of batch 0
+  KernelInput mask = whole(Buffer::boolean(bits, {b * m * n}));
+  compare(kernel_node("Attention", 2, 0.3f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
+TEST(CpuAttention, FallsBackForNonFloatValues) {
+  KernelInput q = whole(random_f32({1, 2, 8}, 1));
+  KernelInput kt = whole(random_f32({1, 8, 3}, 2));
+  Buffer vb(DType::BF16, {1, 3, 8});
+  KernelInput v = whole(vb);
+  KernelInput mask = whole(Buffer::boolean(std::vector<bool>(6, true), {6}));
+  compare(kernel_node("Attention", 2, 0.5f), {q, kt, v, mask}, {1, 2, 8}, kSums, false);
+}
+
+}  // namespace
+}  // namespace luminal::cpu::testing
