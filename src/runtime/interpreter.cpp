@@ -230,11 +230,10 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
 // Liveness-based reuse: an intermediate's memory goes back to a free list after its last reader
 // and the next node of at most that size takes it, so steady-state runs allocate (and page-fault)
 // nothing new.
-void Interpreter::free_buffer(std::map<NodeId, Buffer>& live, NodeId id) {
-  auto it = live.find(id);
-  if (it == live.end()) return;
-  std::vector<uint8_t> bytes = it->second.release();
-  live.erase(it);
+void Interpreter::free_buffer(std::vector<std::optional<Buffer>>& live, NodeId id) {
+  if (!live[id]) return;
+  std::vector<uint8_t> bytes = live[id]->release();
+  live[id].reset();
   if (bytes.capacity() > 0) free_storage_.emplace(bytes.capacity(), std::move(bytes));
 }
 
@@ -274,11 +273,13 @@ void Interpreter::run() {
   const std::vector<NodeId>& order = order_;
   // Free each intermediate after its last consumer has run.
   std::vector<int> uses = readers_;
-  std::map<NodeId, Buffer> live;
+  std::vector<std::optional<Buffer>> live(graph_.size());  // by node id: a lookup per edge
   std::map<NodeId, NodeId> in_place;  // a Scatter that updated this input's buffer
   auto buffer_of = [&](NodeId src) -> Buffer& {
     if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second);
-    return graph_.node(src).op == OpKind::Input ? inputs_.at(src) : live.at(src);
+    if (graph_.node(src).op == OpKind::Input) return inputs_.at(src);
+    LM_ASSERT(live[src].has_value(), "node " + std::to_string(src) + " read before it ran or after it was freed");
+    return *live[src];
   };
   for (NodeId id : order) {
     const Node& n = graph_.node(id);
@@ -307,7 +308,7 @@ void Interpreter::run() {
     for (const Edge& e : n.inputs)
       if (--uses[e.src] == 0) free_buffer(live, e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
-    else live.emplace(id, std::move(result));
+    else live[id] = std::move(result);
   }
   if (profiling_) {  // what the runner itself costs: scheduling, buffers, in-place scatters
     ProfileEntry& p = profile_["(runner)"];

@@ -68,7 +68,7 @@ class Interpreter {
   std::vector<std::vector<std::optional<IndexExprs>>> index_exprs_;  // per node, per input
   const IndexExprs& index_exprs(NodeId node, size_t input);
   std::multimap<size_t, std::vector<uint8_t>> free_storage_;  // freed intermediates, by capacity
-  void free_buffer(std::map<NodeId, Buffer>& live, NodeId id);
+  void free_buffer(std::vector<std::optional<Buffer>>& live, NodeId id);
   std::vector<uint8_t> take_storage(DType dtype, const std::vector<int64_t>& shape);
   DimMap dims_;
   std::vector<NodeId> order_;  // topological order, computed on the first run
