@@ -1,6 +1,6 @@
 #include "runtime/strided_operand.h"
 
-#include <algorithm>
+#include "runtime/flat_read.h"
 
 namespace luminal {
 
@@ -15,24 +15,8 @@ F32Operand::F32Operand(const Reader& r, const std::vector<int64_t>& shape, bool 
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   copy.resize(static_cast<size_t>(n));
-  if (r.flat() && r.dtype() == DType::F32 && !r.flat()->shape.empty()) {
-    // A reshape of a strided f32 view (attention's heads merged or split): copied run by run
-    // along the layout's last axis instead of element by element through index programs.
-    const Reader::Flat& f = *r.flat();
-    const float* src = reinterpret_cast<const float*>(r.buffer().bytes());
-    const int64_t run = f.shape.back(), step = f.layout.strides.back();
-    Reader::Flat rows{std::vector<int64_t>(f.shape.begin(), f.shape.end() - 1), {f.layout.offset, {}}};
-    rows.layout.strides.assign(f.layout.strides.begin(), f.layout.strides.end() - 1);
-    FlatCursor c(rows);
-    for (int64_t z = 0; z + run <= n && run > 0; z += run, c.next()) {
-      const float* p = src + c.index();
-      float* out = copy.data() + z;
-      if (step == 1) std::copy(p, p + run, out);
-      else for (int64_t j = 0; j < run; ++j) out[j] = p[j * step];
-    }
-  } else {
-    for (int64_t z = 0; z < n; ++z) copy[static_cast<size_t>(z)] = static_cast<float>(r(z));
-  }
+  // Reshapes of a strided view (attention's heads merged or split) copy run by run.
+  load_floats(r, flat_in_bounds(r), 0, n, copy.data());
   data = copy.data();
   strides.assign(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];

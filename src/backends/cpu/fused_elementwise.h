@@ -1,8 +1,7 @@
 #pragma once
-// The CPU backend's fused elementwise kernel: the plan's FusedProgram evaluated a block of
-// elements at a time (one pass per instruction over a block of floats, which the compiler
-// vectorises) instead of one element at a time through every instruction. Inputs are read
-// through their strided views with an incrementing cursor.
+// The CPU backend's fused elementwise kernel for nodes without a generated one: the plan's
+// FusedProgram evaluated a block of elements at a time (block_program.h) instead of one element
+// at a time through every instruction. Inputs are read by runs of their strided layouts.
 #include <vector>
 
 #include "runtime/interpreter.h"

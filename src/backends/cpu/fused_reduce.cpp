@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "backends/cpu/block_program.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
@@ -13,68 +14,7 @@ namespace luminal::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 256;
-
-bool supported(const FusedProgram& p) {
-  for (const FusedInstr& i : p.instrs) {
-    if (i.dtype != DType::F32) return false;
-    if (i.op == FusedInstr::kConst) continue;
-    if (i.in_dtype != DType::F32) return false;
-    switch (static_cast<OpKind>(i.op)) {
-      case OpKind::Add: case OpKind::Mul: case OpKind::Exp2: case OpKind::Log2: case OpKind::Sin:
-      case OpKind::Sqrt: case OpKind::Recip:
-        break;
-      default:
-        return false;
-    }
-  }
-  return true;
-}
-
-// Registers of kBlock floats: the program's inputs (filled by the caller), then one per
-// instruction. Each op is one pass over the block, with the reference's f32 semantics.
-struct Regs {
-  const FusedProgram& p;
-  std::vector<float> mem;
-  explicit Regs(const FusedProgram& prog) : p(prog), mem(static_cast<size_t>(p.n_inputs + p.instrs.size()) * kBlock) {}
-  float* operator[](int i) { return mem.data() + static_cast<size_t>(i) * kBlock; }
-  const float* result() { return (*this)[p.n_inputs + static_cast<int>(p.instrs.size()) - 1]; }
-};
-
-LM_SIMD_CLONES void binary(bool add, const float* a, const float* b, float* r, int64_t n) {
-  using namespace simd8;
-  int64_t j = 0;
-  if (add) {
-    for (; j + 8 <= n; j += 8) store(r + j, load(a + j) + load(b + j));
-    for (; j < n; ++j) r[j] = a[j] + b[j];
-  } else {
-    for (; j + 8 <= n; j += 8) store(r + j, load(a + j) * load(b + j));
-    for (; j < n; ++j) r[j] = a[j] * b[j];
-  }
-}
-
-void run(Regs& regs, int64_t n) {
-  const FusedProgram& p = regs.p;
-  for (size_t k = 0; k < p.instrs.size(); ++k) {
-    const FusedInstr& ins = p.instrs[k];
-    float* r = regs[p.n_inputs + static_cast<int>(k)];
-    if (ins.op == FusedInstr::kConst) {
-      std::fill(r, r + n, ins.value);
-      continue;
-    }
-    const float* a = regs[ins.a];
-    switch (static_cast<OpKind>(ins.op)) {
-      case OpKind::Add: binary(true, a, regs[ins.b], r, n); break;
-      case OpKind::Mul: binary(false, a, regs[ins.b], r, n); break;
-      case OpKind::Exp2: for (int64_t i = 0; i < n; ++i) r[i] = std::exp2(a[i]); break;
-      case OpKind::Log2: for (int64_t i = 0; i < n; ++i) r[i] = std::log2(a[i]); break;
-      case OpKind::Sin: for (int64_t i = 0; i < n; ++i) r[i] = std::sin(a[i]); break;
-      case OpKind::Sqrt: for (int64_t i = 0; i < n; ++i) r[i] = std::sqrt(a[i]); break;
-      case OpKind::Recip: for (int64_t i = 0; i < n; ++i) r[i] = 1.0f / a[i]; break;
-      default: break;
-    }
-  }
-}
+constexpr int64_t kBlock = kProgramBlock;
 
 // A running sum (8 lanes and a scalar tail) or max (NaN once any value is NaN).
 struct Acc {
@@ -104,7 +44,7 @@ bool fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
   FusedProgram p = FusedProgram::decode(n.code, pos);
   std::optional<FusedProgram> epi;
   if (pos < n.code.size()) epi = FusedProgram::decode(n.code, pos);
-  if (out.dtype() != DType::F32 || !supported(p) || (epi && (!supported(*epi) || epi->n_inputs < 1))) return false;
+  if (out.dtype() != DType::F32 || !block_program_supported(p) || (epi && (!block_program_supported(*epi) || epi->n_inputs < 1))) return false;
   const size_t n_pro = static_cast<size_t>(p.n_inputs), n_epi = epi ? static_cast<size_t>(epi->n_inputs - 1) : 0;
   if (in.size() != n_pro + n_epi || n_pro == 0 || n.axis + 1 != shapes[0].size()) return false;
   // Prologue inputs as rows along the reduced (last) axis, any stride on it.
@@ -124,8 +64,8 @@ bool fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
   }
   float* o = reinterpret_cast<float*>(out.bytes());
   pool.parallel_for((n_out + kBlock - 1) / kBlock, [&](int64_t b0, int64_t b1) {
-    Regs pro(p);
-    std::optional<Regs> ep;
+    BlockRegs pro(p);
+    std::optional<BlockRegs> ep;
     if (epi) ep.emplace(*epi);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kBlock, r1 = std::min(n_out, r0 + kBlock);
@@ -139,7 +79,7 @@ bool fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
             float* dst = pro[static_cast<int>(i)];
             for (int64_t j = 0; j < m; ++j) dst[j] = src[j * rows[i].step];
           }
-          run(pro, m);
+          run_block_program(pro, m);
           accumulate(acc, pro.result(), m);
         }
         reduced[r - r0] = acc.result();
@@ -147,7 +87,7 @@ bool fused_reduce(const Node& n, const std::vector<Reader>& in, const std::vecto
       if (!ep) continue;
       for (size_t i = 0; i < n_epi; ++i)
         load_floats(in[n_pro + i], true, r0, r1 - r0, (*ep)[static_cast<int>(i) + 1]);
-      run(*ep, r1 - r0);
+      run_block_program(*ep, r1 - r0);
       std::copy(ep->result(), ep->result() + (r1 - r0), o + r0);
     }
   });

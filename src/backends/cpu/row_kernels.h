@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/flat_read.h"
 #include "runtime/interpreter.h"
 
 namespace luminal::cpu {
@@ -39,20 +40,9 @@ struct F32Rows {
   const float* row(int64_t r) const { return data + row_offset(r); }
 };
 
-// Whether the reader is one strided layer whose every element lies inside its buffer (the
-// reference would assert otherwise, so the kernels leave such views to it).
-bool strided_in_bounds(const Reader& r, const std::vector<int64_t>& shape);
 
 // nullopt unless the reader is f32, of rank >= 1 and strided_in_bounds.
 std::optional<F32Rows> f32_rows(const Reader& r, const std::vector<int64_t>& shape);
-
-// Whether the reader has a flat strided layout (Reader::flat) inside its buffer.
-bool flat_in_bounds(const Reader& r);
-
-// Elements [z0, z0 + n) of the reader's logical (row-major) order as floats: by runs along
-// the last axis of its flat layout when `flat` (flat_in_bounds), else element by element
-// through the reader.
-void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
 
 // One softmax row, exp2((x - max) * log2e) / sum, as the reference rounds it except for the
 // sum's order (8 lanes); out may be x. NaN rows (a NaN, or only -inf) come out NaN.

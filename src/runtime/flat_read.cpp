@@ -1,0 +1,76 @@
+#include "runtime/flat_read.h"
+
+#include <algorithm>
+
+namespace luminal {
+
+// Whether every element of a strided layout lies inside a buffer of `numel` elements.
+static bool layout_in_bounds(const Reader::Strided& s, const std::vector<int64_t>& shape, size_t numel) {
+  if (s.strides.size() != shape.size()) return false;
+  int64_t lo = s.offset, hi = s.offset;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;  // reads nothing
+    (s.strides[d] < 0 ? lo : hi) += (shape[d] - 1) * s.strides[d];
+  }
+  return lo >= 0 && hi < static_cast<int64_t>(numel);
+}
+
+bool strided_in_bounds(const Reader& r, const std::vector<int64_t>& shape) {
+  return r.strided() && layout_in_bounds(*r.strided(), shape, r.buffer().numel());
+}
+
+bool flat_in_bounds(const Reader& r) {
+  return r.flat() && layout_in_bounds(r.flat()->layout, r.flat()->shape, r.buffer().numel());
+}
+
+// Reads `count` elements from buffer element `idx` on, `step` apart, as floats.
+static void read_run(const Buffer& b, int64_t idx, int64_t step, int64_t count, float* dst) {
+  const uint8_t* p = b.bytes();
+  switch (b.dtype()) {
+    case DType::F32: {
+      const float* f = reinterpret_cast<const float*>(p) + idx;
+      if (step == 1) std::copy(f, f + count, dst);
+      else for (int64_t i = 0; i < count; ++i) dst[i] = f[i * step];
+      return;
+    }
+    case DType::Bool:
+      for (int64_t i = 0; i < count; ++i) dst[i] = p[idx + i * step] ? 1.0f : 0.0f;
+      return;
+    default:  // i32 stays nonzero as a float; f16/bf16 are exact as floats
+      for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(b.get(static_cast<size_t>(idx + i * step)));
+  }
+}
+
+void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst) {
+  if (!flat) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(r(z0 + i));
+    return;
+  }
+  const std::vector<int64_t>& shape = r.flat()->shape;
+  const Reader::Strided& s = r.flat()->layout;
+  const size_t rank = shape.size();
+  if (rank == 0) return read_run(r.buffer(), s.offset, 0, n, dst);
+  // Coordinates of z0; then runs along the last axis, carrying into the others.
+  std::vector<int64_t> coord(rank);
+  int64_t rem = z0, idx = s.offset;
+  for (size_t d = rank; d-- > 0;) {
+    coord[d] = rem % shape[d];
+    rem /= shape[d];
+    idx += coord[d] * s.strides[d];
+  }
+  const int64_t last = shape[rank - 1], step = s.strides[rank - 1];
+  for (int64_t i = 0; i < n;) {
+    int64_t run = std::min(n - i, last - coord[rank - 1]);
+    read_run(r.buffer(), idx, step, run, dst + i);
+    i += run;
+    idx += run * step;
+    coord[rank - 1] += run;
+    for (size_t d = rank; d-- > 1 && coord[d] == shape[d];) {
+      idx += s.strides[d - 1] - coord[d] * s.strides[d];
+      coord[d] = 0;
+      ++coord[d - 1];
+    }
+  }
+}
+
+}  // namespace luminal

@@ -1,0 +1,24 @@
+#pragma once
+// Reading a view's elements in flat (row-major) order as floats, by runs along the last axis of
+// its strided layout (Reader::flat) instead of element by element through index programs. The
+// CPU kernels and the matmul operands' copies share it.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/reader.h"
+
+namespace luminal {
+
+// Whether the reader is one strided layer whose every element lies inside its buffer (the
+// reference would assert otherwise, so the kernels leave such views to it).
+bool strided_in_bounds(const Reader& r, const std::vector<int64_t>& shape);
+
+// Whether the reader has a flat strided layout (Reader::flat) inside its buffer.
+bool flat_in_bounds(const Reader& r);
+
+// Elements [z0, z0 + n) of the reader's logical (row-major) order as floats: by runs along
+// the last axis of its flat layout when `flat` (flat_in_bounds), else element by element
+// through the reader.
+void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
+
+}  // namespace luminal
