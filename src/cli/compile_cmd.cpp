@@ -6,9 +6,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
+#include "backends/cpu/cpu_plan_timer.h"
+#include "backends/cpu/thread_pool.h"
 #include "compiler/compile.h"
+#include "core/cache_paths.h"
 #include "compiler/plan_cache.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
@@ -26,7 +30,10 @@ static const char* kHelp =
     "  --context N          KV cache length for --model (default 4096)\n"
     "  --size tiny|8b       model shape (default tiny: 2 layers, hidden 64)\n"
     "  --layers N           number of decoder layers (default: the shape's)\n"
-    "  --search N           profile up to N candidate plans on the reference runtime (default 0)\n"
+    "  --search N           profile up to N candidate plans (default 0: the cost model's plan)\n"
+    "  --backend cpu|reference  what the search times candidates on (default cpu: the CPU\n"
+    "                       backend's kernels; reference: the exact interpreter)\n"
+    "  --threads N          CPU backend threads (default: all cores)\n"
     "  --seq N --past N     dim values to profile and cost at (default 4 and 8)\n"
     "  --no-dedup           compile every layer separately instead of once per distinct block\n"
     "  --cache DIR          plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)\n"
@@ -44,6 +51,8 @@ int run_compile(int argc, char** argv) {
   bool print_plan = false;
   std::string dot_plan, dot_egraph, model_path;
   int64_t context = 4096;
+  std::string backend = "cpu";
+  int threads = 0;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -70,6 +79,8 @@ int run_compile(int argc, char** argv) {
     else if (a == "--context") context = number();
     else if (a == "--layers") layers = number();
     else if (a == "--search") opts.search.limit = static_cast<int>(number());
+    else if (a == "--backend") backend = value();
+    else if (a == "--threads") threads = static_cast<int>(number());
     else if (a == "--seq") seq = number();
     else if (a == "--past") past = number();
     else if (a == "--no-dedup") opts.dedup = false;
@@ -80,6 +91,14 @@ int run_compile(int argc, char** argv) {
     else if (a == "--dot-plan") dot_plan = value();
     else if (a == "--dot-egraph") dot_egraph = value();
     else throw Error("compile: unknown option '" + a + "' (see luminal compile --help)");
+  }
+  if (backend != "cpu" && backend != "reference")
+    throw Error("compile: --backend must be cpu or reference, got '" + backend + "'");
+  opts.backend = backend;
+  std::unique_ptr<cpu::ThreadPool> pool;
+  if (backend == "cpu") {
+    pool = std::make_unique<cpu::ThreadPool>(threads);
+    cpu::search_on_cpu(opts, *pool, true, opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
   }
   opts.search.profile_dims = {{"seq", seq}, {"past", past}};
   opts.cost.dims = opts.search.profile_dims;
@@ -121,7 +140,10 @@ int run_compile(int argc, char** argv) {
   } else {
     if (r.block_copies) std::printf("layer dedup: %zu copies of a %zu-node block, compiled once\n", r.block_copies, r.block_nodes);
     std::cout << r.report.to_string();
-    if (opts.search.limit > 0) std::cout << r.search.to_string();
+    if (opts.search.limit > 0) {
+      std::cout << (r.block_copies ? "block " : "") << r.search.to_string();
+      if (r.block_copies) std::cout << "outer " << r.outer_search.to_string();
+    }
   }
   std::printf("plan: %zu nodes (from %zu); compile %.1f ms\n", r.plan_nodes, r.graph_nodes, r.compile_ms);
   if (print_plan) std::cout << r.plan.dump();

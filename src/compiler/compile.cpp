@@ -44,7 +44,8 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
   r.report = run_schedule(eg, rules, fns, opts.limits);
   if (opts.on_egraph) opts.on_egraph(eg, part);
   Choice choice = extract_greedy(eg, opts.cost);
-  SearchResult found = search_plans(eg, seeded.roots(), choice, opts.profiler, opts.search, opts.progress);
+  SearchResult found = search_plans(eg, seeded.roots(), choice, opts.profiler, opts.search, opts.progress,
+                                    opts.prepare_candidates, &opts.cost);
   r.plan = std::move(found.plan);
   r.search = found.report;
   return r;
@@ -87,11 +88,17 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
   std::optional<RepeatedBlocks> rb = opts.dedup ? find_repeated_blocks(g) : std::nullopt;
   if (rb) {
     BlockSplit split = split_blocks(g, *rb);
-    CompileResult block = compile_one(split.block, opts, rules, ops, fns, "block");
-    CompileResult outer = compile_one(split.outer, opts, rules, ops, fns, "outer");
+    // The search's candidate limit is for the whole compile: two thirds go to the block, which
+    // runs once per copy, the rest to the graph around it.
+    CompileOptions block_opts = opts, outer_opts = opts;
+    block_opts.search.limit = opts.search.limit - opts.search.limit / 3;
+    outer_opts.search.limit = opts.search.limit / 3;
+    CompileResult block = compile_one(split.block, block_opts, rules, ops, fns, "block");
+    CompileResult outer = compile_one(split.outer, outer_opts, rules, ops, fns, "outer");
     r.plan = stitch_blocks(g, *rb, block.plan, outer.plan);
     r.report = block.report;  // the block dominates; the outer graph's run is in outer.report
     r.search = block.search;
+    r.outer_search = outer.search;
     r.block_copies = rb->copies;
     r.block_nodes = split.block.size();
   } else {

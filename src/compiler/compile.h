@@ -15,6 +15,7 @@ struct CompileOptions {
   std::vector<std::string> rule_files;  // extra rule files on disk, after the built-in ones
   SearchOptions search{.limit = 0};      // limit 0: take the cost model's plan, no profiling
   Profiler profiler = profile_on_interpreter;
+  PrepareCandidates prepare_candidates;  // optional batch step before a generation is profiled
   std::function<void(const SearchReport&)> progress;  // called after each search generation
   bool dedup = true;  // compile repeated blocks once (see compiler/dedup.h)
   // Called with each saturated e-graph (the block template's, then the outer graph's, or the
@@ -28,7 +29,8 @@ struct CompileOptions {
 struct CompileResult {
   Graph plan;  // today a graph of HLIR primitives; kernel ops arrive with the backends
   RunReport report;
-  SearchReport search;
+  SearchReport search;        // the block template's search with dedup, else the whole graph's
+  SearchReport outer_search;  // with dedup: the search of the graph around the blocks
   size_t graph_nodes = 0, plan_nodes = 0;
   size_t block_copies = 0, block_nodes = 0;  // layer dedup: copies found, nodes per copy
   double compile_ms = 0;

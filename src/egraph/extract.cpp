@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <unordered_set>
 #include <limits>
 
 #include "core/error.h"
@@ -116,6 +117,23 @@ Choice extract_greedy(const EGraph& eg, const CostModel& cm) {
     }
   }
   return choice;
+}
+
+double plan_cost(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& roots, const CostModel& cm) {
+  std::unordered_set<ClassId> seen;
+  std::vector<ClassId> stack;
+  for (ClassId r : roots) stack.push_back(eg.find(r));
+  double total = 0;
+  while (!stack.empty()) {
+    ClassId c = stack.back();
+    stack.pop_back();
+    if (!seen.insert(c).second) continue;
+    auto it = choice.find(c);
+    if (it == choice.end()) throw Error("plan_cost: class " + std::to_string(c) + " has no chosen node");
+    total += cm.node_cost(eg, it->second, eg.info(c));
+    for (ClassId k : it->second.kids) stack.push_back(eg.find(k));
+  }
+  return total;
 }
 
 }  // namespace luminal

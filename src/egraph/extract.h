@@ -22,4 +22,8 @@ struct CostModel {
 // Greedy bottom-up extraction: each class takes its cheapest node by tree cost.
 Choice extract_greedy(const EGraph& eg, const CostModel& cost);
 
+// The estimated cost of the plan a choice gives: every class reachable from `roots` counted
+// once (a DAG cost, unlike the shares extraction works with).
+double plan_cost(const EGraph& eg, const Choice& choice, const std::vector<ClassId>& roots, const CostModel& cost);
+
 }  // namespace luminal

@@ -67,12 +67,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   co.search.profile_dims = {{"seq", 4}, {"past", 4}};
   co.cache_dir = opts.cache_dir;
   co.backend = opts.backend;
-  if (opts.backend == "cpu") {  // the search times candidates on this backend's kernels
-    auto timer = std::make_shared<cpu::CpuPlanTimer>(*m.pool_, jit, kernel_dir);
-    co.profiler = [timer](const Graph& plan, const SearchOptions& s) {
-      return timer->time(plan, s.profile_dims, s.trials, s.candidate_timeout_ms);
-    };
-  }
+  if (opts.backend == "cpu") cpu::search_on_cpu(co, *m.pool_, jit, kernel_dir);  // timed on this backend's kernels
   m.compiled_ = compile(g, co);
   m.compile_ms_ = m.compiled_.compile_ms;
   report("compiling", 1);

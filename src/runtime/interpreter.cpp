@@ -109,9 +109,13 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
     }
     return true;
   };
-  for (size_t i = 1; i < layers.size(); ++i)
-    if (!plain(layers[i])) return;
   if (!mask_is_full(layers[0])) return;
+  bool middle_plain = true;  // the layers between the bottom and the top
+  for (size_t i = 1; i + 1 < layers.size(); ++i) middle_plain = middle_plain && plain(layers[i]);
+  if (!middle_plain) return;
+  // A strided top layer (a broadcast, a permute) over the reshaped elements of the bottom one.
+  if (mask_is_full(layers.back())) stacked_ = Stacked{Flat{shape_of(layers[0]), strided_of(layers[0])}, strided_of(layers.back())};
+  if (!plain(layers.back())) return;
   flat_ = Flat{shape_of(layers[0]), strided_of(layers[0])};
 }
 

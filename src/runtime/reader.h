@@ -50,6 +50,14 @@ class Reader {
     Strided layout;
   };
   const std::optional<Flat>& flat() const { return flat_; }
+  // When the view is a strided top layer (a broadcast, a permute) over a reshape of one strided
+  // layout: `top` indexes the row-major elements that `below` lists. Kernels copy those
+  // elements (often far fewer than the view shows) and read the copy through `top`.
+  struct Stacked {
+    Flat below;
+    Strided top;
+  };
+  const std::optional<Stacked>& stacked() const { return stacked_; }
 
  private:
   const Buffer& src_;
@@ -59,6 +67,7 @@ class Reader {
   bool contiguous_;
   std::optional<Strided> strided_;
   std::optional<Flat> flat_;
+  std::optional<Stacked> stacked_;
 };
 
 // Walks a flat layout's buffer indices in logical (row-major) order.

@@ -4,13 +4,30 @@
 // (NaN/Inf in a float output, an error while running, a first run over the timeout). Never
 // throws. `setup` installs a backend's kernels on the runner before the runs.
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "runtime/interpreter.h"
 
 namespace luminal {
 
+// Inputs of ones kept across candidates: a search times many plans over the same inputs, and
+// filling a model layer's weights costs more than running it once.
+class ProfileInputs {
+ public:
+  // Ones of this shape: lent from the pool, or a private copy when the plan writes the input
+  // in place (a KV cache).
+  Buffer get(const std::string& name, DType t, const std::vector<int64_t>& shape, bool written);
+
+ private:
+  std::map<std::string, std::shared_ptr<Buffer>> pool_;  // by name, dtype and shape
+};
+
+// `inputs`: a pool to take the inputs from (nullptr: fresh ones for this plan).
 std::optional<double> time_plan(const Graph& plan, const DimMap& dims, int trials, double timeout_ms,
-                                const std::function<void(Interpreter&)>& setup = nullptr);
+                                const std::function<void(Interpreter&)>& setup = nullptr,
+                                ProfileInputs* inputs = nullptr);
 
 }  // namespace luminal

@@ -19,9 +19,9 @@ static double ms_since(Clock::time_point t) {
 std::string SearchReport::to_string() const {
   char line[256];
   std::snprintf(line, sizeof line,
-                "search: %d candidates profiled (%d rejected, %d invalid, %d duplicates) in %.2f s; "
+                "search: %d candidates profiled (%d rejected, %d invalid, %d duplicates, %d pruned by cost) in %.2f s; "
                 "best %.3f ms (cost-model plan %.3f ms)\n",
-                profiled, rejected, invalid, duplicates, seconds, best_ms, initial_ms);
+                profiled, rejected, invalid, duplicates, pruned, seconds, best_ms, initial_ms);
   return line;
 }
 
@@ -38,7 +38,8 @@ uint64_t plan_key(const Graph& g) { return std::hash<std::string>()(g.dump()); }
 
 SearchResult search_plans(const EGraph& eg, const std::vector<ClassId>& roots, const Choice& start,
                           const Profiler& profile, const SearchOptions& opts,
-                          const std::function<void(const SearchReport&)>& progress) {
+                          const std::function<void(const SearchReport&)>& progress,
+                          const PrepareCandidates& prepare, const CostModel* cost) {
   auto t0 = Clock::now();
   SearchResult r;
   r.choice = start;
@@ -56,13 +57,16 @@ SearchResult search_plans(const EGraph& eg, const std::vector<ClassId>& roots, c
   for (ClassId c : eg.class_ids())
     if (eg.eclass(c).nodes.size() > 1) choosable.push_back(c);
   std::vector<Candidate> best{{start, *first}};
+  const double cost_limit =
+      cost && opts.prune_cost_ratio > 0 ? opts.prune_cost_ratio * plan_cost(eg, start, roots, *cost) : 0;
   std::unordered_set<uint64_t> seen{plan_key(r.plan)};
   std::mt19937_64 rng(opts.seed);
   int attempts = 0;
   while (r.report.profiled < opts.limit && !choosable.empty() && ms_since(t0) < opts.total_timeout_ms &&
          attempts < opts.limit * 20) {
-    std::vector<Candidate> offspring;
-    for (int k = 0; k < opts.generation_size && r.report.profiled < opts.limit; ++k) {
+    // Breed the whole generation first, so the backend can prepare the new plans together.
+    std::vector<std::pair<Choice, Graph>> children;
+    for (int k = 0; k < opts.generation_size && r.report.profiled + static_cast<int>(children.size()) < opts.limit; ++k) {
       ++attempts;
       Choice child = best[std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng)].choice;
       for (int m = 0; m < opts.mutations; ++m) {
@@ -81,7 +85,28 @@ SearchResult search_plans(const EGraph& eg, const std::vector<ClassId>& roots, c
         ++r.report.duplicates;
         continue;
       }
-      std::optional<double> t = profile(plan, opts);
+      if (cost_limit > 0 && plan_cost(eg, child, roots, *cost) > cost_limit) {
+        ++r.report.pruned;
+        continue;
+      }
+      children.emplace_back(std::move(child), std::move(plan));
+    }
+    if (prepare && !children.empty()) {
+      std::vector<const Graph*> plans;
+      for (const auto& c : children) plans.push_back(&c.second);
+      try {
+        prepare(plans);
+      } catch (const std::exception&) {  // each candidate then prepares (or fails) on its own
+      }
+    }
+    std::vector<Candidate> offspring;
+    // No more trials for a candidate far slower than the best: it cannot win.
+    SearchOptions run_opts = opts;
+    if (opts.slow_ratio > 0)
+      run_opts.candidate_timeout_ms = std::min(opts.candidate_timeout_ms, std::max(1.0, opts.slow_ratio * best.front().ms));
+    for (auto& [child, plan] : children) {
+      if (ms_since(t0) >= opts.total_timeout_ms) break;
+      std::optional<double> t = profile(plan, run_opts);
       ++r.report.profiled;
       if (!t) {
         ++r.report.rejected;

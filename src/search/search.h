@@ -18,8 +18,13 @@ struct SearchOptions {
   int trials = 3;             // timed runs per candidate; the median counts
   int keep_best = 4;          // parents kept between generations
   double candidate_timeout_ms = 10000;  // a candidate slower than this on its first run is dropped
+  double slow_ratio = 3;  // ... as is one slower than this many times the best so far (0: off)
   double total_timeout_ms = 60000;
   DimMap profile_dims;        // dim values to profile at (unset dims: 16)
+  // With a cost model: a candidate estimated this many times costlier than the cost model's
+  // own plan is skipped unprofiled (a matmul written out as a broadcast product can take
+  // seconds per run on a real model's layer). 0: profile everything.
+  double prune_cost_ratio = 4;
   uint64_t seed = 1;
 };
 
@@ -27,8 +32,13 @@ struct SearchOptions {
 // an output, an error while running, over the timeout). Must not throw.
 using Profiler = std::function<std::optional<double>(const Graph& plan, const SearchOptions& opts)>;
 
+// Called with each generation's new candidates before any is profiled, so a backend can do
+// per-plan work once for the batch (the CPU backend compiles all their new kernels together).
+using PrepareCandidates = std::function<void(const std::vector<const Graph*>& plans)>;
+
 struct SearchReport {
-  int profiled = 0, rejected = 0, invalid = 0, duplicates = 0;
+  // rejected: NaN/Inf outputs, an error, or a first run over the timeout (or slow_ratio)
+  int profiled = 0, rejected = 0, invalid = 0, duplicates = 0, pruned = 0;
   double best_ms = 0, initial_ms = 0, seconds = 0;
   std::vector<double> history;  // best time after each generation
   std::string to_string() const;
@@ -42,7 +52,8 @@ struct SearchResult {
 
 SearchResult search_plans(const EGraph& eg, const std::vector<ClassId>& roots, const Choice& start,
                           const Profiler& profile, const SearchOptions& opts,
-                          const std::function<void(const SearchReport&)>& progress = nullptr);
+                          const std::function<void(const SearchReport&)>& progress = nullptr,
+                          const PrepareCandidates& prepare = nullptr, const CostModel* cost = nullptr);
 
 // The reference backend's profiler: runs the plan on the interpreter with every input filled
 // with ones (never zeros, which hide NaNs behind 0*x), rejecting NaN/Inf outputs.

@@ -27,8 +27,9 @@ std::string cache_dir() {
 const DType kTypes[] = {DType::F32, DType::BF16, DType::F16, DType::I32, DType::Bool};
 
 // A random well-typed program: binary ops compute in their left operand's dtype, unary ops
-// only on floats.
-FusedProgram random_program(std::mt19937& rng, const std::vector<DType>& inputs, int length) {
+// only on floats. `integral`: integer constants and no unary math, so on integer-valued
+// inputs every value stays an integer (a float sum of them is exact in any order).
+FusedProgram random_program(std::mt19937& rng, const std::vector<DType>& inputs, int length, bool integral = false) {
   FusedProgram p;
   p.n_inputs = static_cast<int>(inputs.size());
   std::vector<DType> types = inputs;
@@ -41,6 +42,7 @@ FusedProgram random_program(std::mt19937& rng, const std::vector<DType>& inputs,
       case 0:
         in.op = FusedInstr::kConst;
         in.value = std::uniform_real_distribution<float>(-3, 3)(rng);
+        if (integral) in.value = std::round(in.value);
         in.dtype = DType::F32;
         break;
       case 1:
@@ -49,7 +51,7 @@ FusedProgram random_program(std::mt19937& rng, const std::vector<DType>& inputs,
         in.dtype = kTypes[pick(5)];
         break;
       case 2:
-        if (!is_float(ta)) {
+        if (!is_float(ta) || integral) {
           in.op = static_cast<int>(OpKind::Cast), in.a = a, in.dtype = DType::F32;
           break;
         }
@@ -72,10 +74,10 @@ FusedProgram random_program(std::mt19937& rng, const std::vector<DType>& inputs,
   return p;
 }
 
-Buffer random_buffer(std::mt19937& rng, DType t, std::vector<int64_t> shape) {
+Buffer random_buffer(std::mt19937& rng, DType t, std::vector<int64_t> shape, bool integral = false) {
   Buffer b(t, shape);
   std::uniform_real_distribution<double> d(-4, 4);
-  for (size_t i = 0; i < b.numel(); ++i) b.set(i, t == DType::I32 ? std::round(d(rng) * 3) : d(rng));
+  for (size_t i = 0; i < b.numel(); ++i) b.set(i, t == DType::I32 ? std::round(d(rng) * 3) : integral ? std::round(d(rng)) : d(rng));
   return b;
 }
 
@@ -89,12 +91,18 @@ bool same_bits(const Buffer& a, const Buffer& b, std::string* where) {
   return true;
 }
 
-// One input read through a random kind of view onto an output of shape [d0, d1, d2]; returns
+// One input read through a random kind of view onto an output of shape [d0, d1, d2] (plain,
+// broadcast, transposed, sliced, padded, or a broadcast over a reshape); returns
 // the view and the buffer shape it reads.
 std::pair<View, std::vector<int64_t>> random_view(std::mt19937& rng, const std::vector<int64_t>& out) {
   std::vector<Expr> shape{Expr(out[0]), Expr(out[1]), Expr(out[2])};
-  switch (rng() % 5) {
+  switch (rng() % 6) {
     case 0: return {View::contiguous(shape), out};
+    case 5: {  // broadcast over a reshape of a transposed buffer: a stacked view (two layers)
+      View v = View::contiguous({shape[1], shape[0]}).permute({1, 0}).reshape({Expr(out[0] * out[1])});
+      v = v.reshape({shape[0], shape[1], Expr(1)}).expand(2, shape[2]);
+      return {v, {out[1], out[0]}};
+    }
     case 1: {  // broadcast along the last or the first axis
       size_t axis = rng() % 2 ? 2 : 0;
       std::vector<Expr> small = shape;
@@ -122,12 +130,16 @@ std::pair<View, std::vector<int64_t>> random_view(std::mt19937& rng, const std::
 std::string program_text(const Graph& g, NodeId id) {
   std::string r;
   for (const Edge& e : g.node(id).inputs) r += "input " + std::string(dtype_name(g.node(e.src).dtype)) + " " + e.view.to_string() + "\n";
-  FusedProgram p = FusedProgram::decode(g.node(id).code);
-  for (size_t k = 0; k < p.instrs.size(); ++k) {
-    const FusedInstr& i = p.instrs[k];
-    r += "v" + std::to_string(k) + " = " +
-         (i.op == FusedInstr::kConst ? "const " + std::to_string(i.value) : std::string(op_name(static_cast<OpKind>(i.op)))) + " " +
-         std::to_string(i.a) + " " + std::to_string(i.b) + " : " + dtype_name(i.dtype) + " in " + dtype_name(i.in_dtype) + "\n";
+  const std::vector<int64_t>& code = g.node(id).code;
+  for (size_t pos = 0; pos < code.size();) {  // a reduction's prologue, then its epilogue
+    if (pos > 0) r += "epilogue:\n";
+    FusedProgram p = FusedProgram::decode(code, pos);
+    for (size_t k = 0; k < p.instrs.size(); ++k) {
+      const FusedInstr& i = p.instrs[k];
+      r += "v" + std::to_string(k) + " = " +
+           (i.op == FusedInstr::kConst ? "const " + std::to_string(i.value) : std::string(op_name(static_cast<OpKind>(i.op)))) + " " +
+           std::to_string(i.a) + " " + std::to_string(i.b) + " : " + dtype_name(i.dtype) + " in " + dtype_name(i.in_dtype) + "\n";
+    }
   }
   return r;
 }
@@ -158,6 +170,58 @@ void add_random_kernel(std::mt19937& rng, Case& c, const std::vector<int64_t>& o
   std::vector<Expr> shape{Expr(out_shape[0]), Expr(out_shape[1]), Expr(out_shape[2])};
   NodeId k = c.g.kernel("Fused", edges, p.instrs.back().dtype, shape, 0, 0.0f, p.encode());
   c.g.output("y" + std::to_string(id), {k, View::contiguous(shape)});
+}
+
+// Adds one random fused reduction over a [d0, d1, d2] domain along a random axis: a prologue
+// over 1-3 inputs read through random views, an optional epilogue with 0-2 more inputs read
+// by output. Sums use integer-valued data and programs, so any summation order gives the
+// reference's bits; maxima take any program.
+void add_random_reduction(std::mt19937& rng, Case& c, const std::vector<int64_t>& domain) {
+  int id = c.kernels++;
+  const bool sum = rng() % 2;
+  const size_t axis = rng() % 3;
+  int n_in = 1 + static_cast<int>(rng() % 3);
+  std::vector<DType> types;
+  std::vector<Edge> edges;
+  for (int i = 0; i < n_in; ++i) {
+    DType t = kTypes[rng() % 5];
+    auto [view, buf_shape] = random_view(rng, domain);
+    std::vector<Expr> s;
+    for (int64_t d : buf_shape) s.push_back(Expr(d));
+    std::string name = "r" + std::to_string(id) + "_" + std::to_string(i);
+    edges.push_back({c.g.input(name, t, s), view});
+    c.inputs.push_back({name, random_buffer(rng, t, buf_shape, sum)});
+    types.push_back(t);
+  }
+  FusedProgram pro = random_program(rng, types, 1 + static_cast<int>(rng() % 3), sum);
+  std::vector<int64_t> code = pro.encode();
+  DType out_t = pro.instrs.back().dtype;
+  std::vector<Expr> out_shape;
+  for (size_t d = 0; d < 3; ++d)
+    if (d != axis) out_shape.push_back(Expr(domain[d]));
+  if (rng() % 2) {
+    std::vector<DType> epi_types{out_t};
+    int n_epi = static_cast<int>(rng() % 3);
+    for (int i = 0; i < n_epi; ++i) {
+      DType t = kTypes[rng() % 5];
+      std::string name = "e" + std::to_string(id) + "_" + std::to_string(i);
+      std::vector<int64_t> buf{out_shape[0].value(), out_shape[1].value()};
+      View v = View::contiguous(out_shape);
+      if (rng() % 2) {  // broadcast along the outputs' first axis
+        buf[0] = 1;
+        v = View::contiguous({Expr(1), out_shape[1]}).expand(0, out_shape[0]);
+      }
+      edges.push_back({c.g.input(name, t, {Expr(buf[0]), Expr(buf[1])}), v});
+      c.inputs.push_back({name, random_buffer(rng, t, buf)});
+      epi_types.push_back(t);
+    }
+    FusedProgram epi = random_program(rng, epi_types, 1 + static_cast<int>(rng() % 3));
+    std::vector<int64_t> ec = epi.encode();
+    code.insert(code.end(), ec.begin(), ec.end());
+    out_t = epi.instrs.back().dtype;
+  }
+  NodeId k = c.g.kernel(sum ? "FusedSum" : "FusedMax", edges, out_t, out_shape, axis, 0.0f, code);
+  c.g.output("y" + std::to_string(id), {k, View::contiguous(out_shape)});
 }
 
 // Runs the case on the reference and on generated kernels; returns how many generated
@@ -195,11 +259,89 @@ TEST(FusedJit, RandomProgramsMatchTheReferenceBitForBit) {
   ThreadPool pool(2);
   Case c;
   for (int trial = 0; trial < 150; ++trial) {
-    std::vector<int64_t> shape{1 + rng() % 4, 1 + rng() % 5, 2 + rng() % 40};
+    std::vector<int64_t> shape{static_cast<int64_t>(1 + rng() % 4), static_cast<int64_t>(1 + rng() % 5),
+                               static_cast<int64_t>(2 + rng() % 40)};
     if (trial % 25 == 0) shape = {3, 67, 300};  // big enough to split over threads
     add_random_kernel(rng, c, shape);
   }
   EXPECT_EQ(run_and_compare(c, pool), c.kernels) << "some generated kernels did not run";
+}
+
+TEST(FusedJit, RandomReductionsMatchTheReference) {
+  std::mt19937 rng(13);
+  ThreadPool pool(2);
+  Case c;
+  for (int trial = 0; trial < 120; ++trial) {
+    std::vector<int64_t> shape{static_cast<int64_t>(1 + rng() % 4), static_cast<int64_t>(1 + rng() % 5),
+                               static_cast<int64_t>(2 + rng() % 40)};
+    if (trial % 20 == 0) shape = {3, 67, 300};  // long rows, split over threads
+    add_random_reduction(rng, c, shape);
+  }
+  EXPECT_EQ(run_and_compare(c, pool), c.kernels) << "some generated reductions did not run";
+}
+
+// A float sum in another order: within a few ulps of the reference's sequential sum.
+TEST(FusedJit, FloatReductionsAgreeWithinRounding) {
+  Graph g;
+  NodeId x = g.input("x", DType::F32, {Expr(37), Expr(1000)});
+  NodeId w = g.input("w", DType::BF16, {Expr(1000)});
+  FusedProgram p;  // sum_k exp2(x * w) over the last axis, then sqrt
+  p.n_inputs = 2;
+  p.instrs.push_back({static_cast<int>(OpKind::Cast), DType::F32, DType::F32, 1, -1, 0});
+  p.instrs.push_back({static_cast<int>(OpKind::Mul), DType::F32, DType::F32, 0, 2, 0});
+  p.instrs.push_back({static_cast<int>(OpKind::Exp2), DType::F32, DType::F32, 3, -1, 0});
+  FusedProgram e;
+  e.n_inputs = 1;
+  e.instrs.push_back({static_cast<int>(OpKind::Sqrt), DType::F32, DType::F32, 0, -1, 0});
+  std::vector<int64_t> code = p.encode(), ec = e.encode();
+  code.insert(code.end(), ec.begin(), ec.end());
+  NodeId k = g.kernel("FusedSum", {{x, View::contiguous({Expr(37), Expr(1000)})}, {w, View::contiguous({Expr(1), Expr(1000)}).expand(0, Expr(37))}},
+                      DType::F32, {Expr(37)}, 1, 0.0f, code);
+  g.output("y", {k, View::contiguous({Expr(37)})});
+  ThreadPool pool(2);
+  Interpreter ref(g), fast(g);
+  FusedJit jit;
+  jit.prepare(fast.graph(), cache_dir());
+  ASSERT_EQ(jit.kernels(), 1u) << jit.status();
+  fast.set_kernel_hook(cpu_kernels(pool, &jit));
+  std::mt19937 rng(4);
+  Buffer xb = random_buffer(rng, DType::F32, {37, 1000}), wb = random_buffer(rng, DType::BF16, {1000});
+  for (Interpreter* rt : {&ref, &fast}) {
+    rt->set_input("x", xb);
+    rt->set_input("w", wb);
+    rt->run();
+  }
+  const Buffer &want = ref.output("y"), &got = fast.output("y");
+  for (size_t i = 0; i < want.numel(); ++i) EXPECT_NEAR(got.get(i), want.get(i), 1e-5 * std::abs(want.get(i))) << "row " << i;
+}
+
+// A NaN anywhere in a row makes its max NaN, before or after larger values.
+TEST(FusedJit, MaxPropagatesNaN) {
+  Graph g;
+  NodeId x = g.input("x", DType::F32, {Expr(4), Expr(50)});
+  FusedProgram p;  // max_k log2(x): NaN where x < 0
+  p.n_inputs = 1;
+  p.instrs.push_back({static_cast<int>(OpKind::Log2), DType::F32, DType::F32, 0, -1, 0});
+  NodeId k = g.kernel("FusedMax", {{x, View::contiguous({Expr(4), Expr(50)})}}, DType::F32, {Expr(4)}, 1, 0.0f, p.encode());
+  g.output("y", {k, View::contiguous({Expr(4)})});
+  ThreadPool pool(2);
+  Interpreter fast(g);
+  FusedJit jit;
+  jit.prepare(fast.graph(), cache_dir());
+  ASSERT_EQ(jit.kernels(), 1u) << jit.status();
+  fast.set_kernel_hook(cpu_kernels(pool, &jit));
+  std::vector<float> v(200, 2.0f);
+  v[10] = -1.0f;         // row 0: NaN early, larger values later
+  v[50 + 49] = -1.0f;    // row 1: NaN last
+  v[10 + 1] = 64.0f;
+  v[150 + 3] = 1024.0f;  // row 3: no NaN, max log2 = 10
+  fast.set_input("x", Buffer::f32(v, {4, 50}));
+  fast.run();
+  const Buffer& y = fast.output("y");
+  EXPECT_TRUE(std::isnan(y.get(0)));
+  EXPECT_TRUE(std::isnan(y.get(1)));
+  EXPECT_EQ(y.get(2), 1.0);
+  EXPECT_EQ(y.get(3), 10.0);
 }
 
 TEST(FusedJit, DynamicDimsAtSeveralValues) {

@@ -42,6 +42,26 @@ TEST(Dedup, FindsEveryCopyOfARepeatedBlock) {
   }
 }
 
+// The search's candidate limit covers the whole compile: the block and the graph around it
+// share it.
+TEST(Dedup, SearchLimitIsSharedByTheBlockAndTheOuterGraph) {
+  Graph g = mlp_stack(4);
+  CompileOptions opts;
+  opts.search.limit = 12;
+  opts.search.profile_dims = {{"b", 3}};
+  int calls = 0;
+  opts.profiler = [&](const Graph& plan, const SearchOptions& s) {
+    ++calls;
+    return profile_on_interpreter(plan, s);
+  };
+  CompileResult r = compile(g, opts);
+  ASSERT_EQ(r.block_copies, 4u);
+  EXPECT_LE(calls, 12);
+  EXPECT_LE(r.search.profiled, 8);
+  EXPECT_LE(r.outer_search.profiled, 4);
+  EXPECT_GT(r.search.profiled, 1);
+}
+
 TEST(Dedup, NoRepetitionNoBlocks) {
   Graph g;
   Tensor x = input(g, "x", DType::F32, {Expr(4)});

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "compiler/compile.h"
 #include "frontend/ops.h"
 #include "runtime/interpreter.h"
+#include "runtime/time_plan.h"
 
 using namespace luminal;
 
@@ -101,4 +103,74 @@ TEST(Search, NoSearchMeansNoProfiling) {
   };
   CompileResult r = compile(g, opts);
   EXPECT_EQ(r.search.profiled, 0);
+}
+
+TEST(Search, CandidatesTheCostModelRulesOutAreNotProfiled) {
+  Graph g = foldable_graph();
+  CompileOptions opts;
+  opts.search.limit = 20;
+  opts.search.prune_cost_ratio = 1e-9;  // every candidate is "too costly"
+  int calls = 0;
+  opts.profiler = [&](const Graph&, const SearchOptions&) -> std::optional<double> { return ++calls; };
+  CompileResult r = compile(g, opts);
+  EXPECT_EQ(calls, 1);  // only the cost model's own plan
+  EXPECT_GT(r.search.pruned, 0);
+  opts.search.prune_cost_ratio = 0;  // off: candidates are profiled again
+  calls = 0;
+  EXPECT_GT(compile(g, opts).search.profiled, 1);
+}
+
+TEST(Search, EachGenerationIsPreparedBeforeItIsProfiled) {
+  Graph g = foldable_graph();
+  CompileOptions opts;
+  opts.search.limit = 12;
+  opts.search.generation_size = 4;
+  std::set<std::string> prepared;
+  int batches = 0, unprepared = 0, calls = 0;
+  opts.prepare_candidates = [&](const std::vector<const Graph*>& plans) {
+    ++batches;
+    EXPECT_LE(plans.size(), 4u);
+    for (const Graph* p : plans) prepared.insert(p->dump());
+  };
+  opts.profiler = [&](const Graph& plan, const SearchOptions&) -> std::optional<double> {
+    if (calls++ > 0 && !prepared.count(plan.dump())) ++unprepared;  // the first is the cost model's
+    return 1.0;
+  };
+  CompileResult r = compile(g, opts);
+  EXPECT_GT(r.search.profiled, 1);
+  EXPECT_GT(batches, 0);
+  EXPECT_EQ(unprepared, 0);
+}
+
+TEST(Search, ACandidateFarSlowerThanTheBestGetsAShortTimeout) {
+  Graph g = foldable_graph();
+  CompileOptions opts;
+  opts.search.limit = 10;
+  opts.search.slow_ratio = 3;
+  std::vector<double> timeouts;
+  opts.profiler = [&](const Graph&, const SearchOptions& s) -> std::optional<double> {
+    timeouts.push_back(s.candidate_timeout_ms);
+    return 2.0;  // every plan takes 2 ms
+  };
+  compile(g, opts);
+  ASSERT_GT(timeouts.size(), 1u);
+  EXPECT_EQ(timeouts[0], opts.search.candidate_timeout_ms);  // nothing to compare with yet
+  for (size_t i = 1; i < timeouts.size(); ++i) EXPECT_EQ(timeouts[i], 6.0);
+}
+
+TEST(Search, ProfilingSkipsUnreadInputsAndLendsFilledOnes) {
+  Graph g;
+  Tensor x = input(g, "x", DType::BF16, {Expr(64)});
+  input(g, "passed_through", DType::F32, {Expr(int64_t(1) << 20), Expr(int64_t(1) << 20)});  // 4 TB if filled
+  (x * 2.0).output("y");
+  ProfileInputs pool;
+  EXPECT_TRUE(time_plan(g, {}, 2, 1e9, nullptr, &pool).has_value());
+  const Buffer a = pool.get("x", DType::BF16, {64}, false), b = pool.get("x", DType::BF16, {64}, false);
+  EXPECT_TRUE(a.borrowed());
+  EXPECT_EQ(a.bytes(), b.bytes());  // one filled buffer, lent twice
+  for (size_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.get(i), 1.0);
+  const Buffer w = pool.get("x", DType::BF16, {64}, true);  // written in place: a private copy
+  EXPECT_FALSE(w.borrowed());
+  EXPECT_NE(w.bytes(), a.bytes());
+  EXPECT_EQ(w.get(63), 1.0);
 }

@@ -4,7 +4,7 @@
 
 namespace luminal::cpu {
 
-namespace {
+namespace codegen {
 
 // Values live as float (f32, f16, bf16: already rounded to their precision) or int32_t (i32;
 // bool as 0/1).
@@ -54,6 +54,12 @@ std::string store(DType t, const std::string& v) {
   return v;
 }
 
+}  // namespace codegen
+
+namespace {
+
+using namespace codegen;
+
 std::string float_literal(float f) {
   if (f != f) return "__builtin_nanf(\"\")";
   if (f == __builtin_inff()) return "__builtin_inff()";
@@ -100,6 +106,41 @@ std::optional<std::string> instr_expr(const FusedInstr& in, const std::string& a
 }
 
 }  // namespace
+
+using namespace codegen;
+
+bool emit_program(std::ostream& s, const FusedProgram& p, const std::function<std::string(int)>& input,
+                  const std::vector<DType>& input_dtypes, const std::string& prefix, const std::string& indent) {
+  const int n_in = p.n_inputs;
+  if (static_cast<int>(input_dtypes.size()) != n_in || p.instrs.empty()) return false;
+  auto operand = [&](int k) { return k < n_in ? input(k) : prefix + std::to_string(k - n_in); };
+  auto operand_dtype = [&](int k) {
+    return k < n_in ? input_dtypes[static_cast<size_t>(k)] : p.instrs[static_cast<size_t>(k - n_in)].dtype;
+  };
+  for (size_t k = 0; k < p.instrs.size(); ++k) {
+    const FusedInstr& in = p.instrs[k];
+    std::string expr;
+    if (in.op == FusedInstr::kConst) {
+      expr = convert(float_literal(in.value), DType::F32, in.dtype);
+    } else {
+      OpKind op = static_cast<OpKind>(in.op);
+      bool binary = is_binary(op);
+      if (in.a < 0 || in.a >= n_in + static_cast<int>(k) || (binary && (in.b < 0 || in.b >= n_in + static_cast<int>(k))))
+        return false;
+      auto e = instr_expr(in, operand(in.a), operand_dtype(in.a), binary ? operand(in.b) : "", binary ? operand_dtype(in.b) : DType::F32);
+      if (!e) return false;
+      // The result rounds to the instruction's dtype, as the unfused node would store it
+      // (float math runs in f32 whatever the operands' precision).
+      DType produced = op == OpKind::Cast ? in.dtype
+                       : op == OpKind::LessThan ? DType::Bool
+                       : is_unary(op) || !is_int(in.in_dtype) ? DType::F32
+                                                              : in.in_dtype;
+      expr = convert(*e, produced, in.dtype);
+    }
+    s << indent << "const " << value_type(in.dtype) << " " << prefix << k << " = " << expr << ";\n";
+  }
+  return true;
+}
 
 std::string fused_kernel_prelude() {
   return R"(#include <math.h>
@@ -160,31 +201,7 @@ std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const 
     else if (sig.inner[static_cast<size_t>(i)] == InnerStride::Any)
       s << "      const " << value_type(t) << " x" << i << " = " << load(t, pi + "[j * s" + std::to_string(i) + "]") << ";\n";
   }
-  auto operand = [&](int k) { return k < n_in ? "x" + std::to_string(k) : "v" + std::to_string(k - n_in); };
-  auto operand_dtype = [&](int k) {
-    return k < n_in ? sig.input_dtypes[static_cast<size_t>(k)] : p.instrs[static_cast<size_t>(k - n_in)].dtype;
-  };
-  for (size_t k = 0; k < p.instrs.size(); ++k) {
-    const FusedInstr& in = p.instrs[k];
-    std::string expr;
-    if (in.op == FusedInstr::kConst) {
-      expr = convert(float_literal(in.value), DType::F32, in.dtype);
-    } else {
-      OpKind op = static_cast<OpKind>(in.op);
-      bool binary = is_binary(op);
-      if (binary && in.b < 0) return std::nullopt;
-      auto e = instr_expr(in, operand(in.a), operand_dtype(in.a), binary ? operand(in.b) : "", binary ? operand_dtype(in.b) : DType::F32);
-      if (!e) return std::nullopt;
-      // The result rounds to the instruction's dtype, as the unfused node would store it
-      // (float math runs in f32 whatever the operands' precision).
-      DType produced = op == OpKind::Cast ? in.dtype
-                       : op == OpKind::LessThan ? DType::Bool
-                       : is_unary(op) || !is_int(in.in_dtype) ? DType::F32
-                                                              : in.in_dtype;
-      expr = convert(*e, produced, in.dtype);
-    }
-    s << "      const " << value_type(in.dtype) << " v" << k << " = " << expr << ";\n";
-  }
+  if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, sig.input_dtypes, "v", "      ")) return std::nullopt;
   DType last = p.instrs.back().dtype;
   s << "      o[j] = " << store(sig.out_dtype, convert("v" + std::to_string(p.instrs.size() - 1), last, sig.out_dtype))
     << ";\n    }\n  }\n}\n";

@@ -4,7 +4,9 @@
 // vectorises what it can. Rounding follows the reference exactly (each instruction's result is
 // rounded to its dtype; no contraction into fused multiply-adds), so generated kernels agree
 // with the interpreter bit for bit.
+#include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,5 +38,21 @@ std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const 
 
 // Helpers every generated translation unit starts with (conversions that round like core/dtype).
 std::string fused_kernel_prelude();
+
+// Writes one `const T <prefix>k = ...;` line per instruction of `p`, rounding as the reference
+// does; input slot k is the expression input(k), a value of input_dtypes[k]. False if the
+// program uses something the generator does not cover.
+bool emit_program(std::ostream& s, const FusedProgram& p, const std::function<std::string(int)>& input,
+                  const std::vector<DType>& input_dtypes, const std::string& prefix, const std::string& indent);
+
+// Pieces of generated C++ the kernel generators share.
+namespace codegen {
+bool is_int(DType t);
+const char* value_type(DType t);    // how a value of t lives in registers: float or int32_t
+const char* storage_type(DType t);  // how t is stored in memory
+std::string convert(const std::string& v, DType from, DType to);  // rounds like convert_value
+std::string load(DType t, const std::string& ptr_elem);           // stored -> value
+std::string store(DType t, const std::string& v);                 // value -> stored
+}  // namespace codegen
 
 }  // namespace luminal::cpu

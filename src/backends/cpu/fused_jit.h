@@ -1,6 +1,6 @@
 #pragma once
 // Generated kernels for a plan's elementwise work (fused elementwise kernels and lone
-// elementwise primitives): prepare() writes one C++ source for all of them (identical programs
+// elementwise primitives) and fused reductions: prepare() writes one C++ source for all of them (identical programs
 // share a function), compiles it once through JitModule and binds each node to its function;
 // run() executes a node on the thread pool. Nodes without a kernel (no compiler, an uncovered
 // op) are left to the other kernels.
@@ -21,16 +21,17 @@ class ThreadPool;
 // Compiled kernels by name, from every module loaded so far.
 class KernelLibrary {
  public:
-  FusedKernelFn find(const std::string& name) const;
-  // Compiles (or loads from `cache_dir`) one module defining the named sources; returns why
-  // not, or "" on success.
-  std::string add(const std::vector<std::pair<std::string, std::string>>& named_sources, const std::string& cache_dir);
+  void* find(const std::string& name) const;  // the function, to cast to its kernel ABI
+  // Compiles (or loads from `cache_dir`) every kernel these plans need that is not loaded yet,
+  // split over up to `jobs` modules whose compilers run side by side; returns why not, or "".
+  std::string add_for(const std::vector<const Graph*>& plans, const std::string& cache_dir, int jobs);
+  size_t modules() const { return modules_.size(); }
   bool last_from_cache() const { return !modules_.empty() && modules_.back()->from_cache(); }
   std::string last_path() const { return modules_.empty() ? "" : modules_.back()->path(); }
 
  private:
   std::vector<std::unique_ptr<JitModule>> modules_;
-  std::unordered_map<std::string, FusedKernelFn> fns_;
+  std::unordered_map<std::string, void*> fns_;
 };
 
 class FusedJit {
@@ -52,9 +53,12 @@ class FusedJit {
 
  private:
   struct Bound {
-    FusedKernelFn fn;
-    std::vector<InnerStride> inner;
+    void* fn;
+    bool reduce;                     // FusedReduceFn, else FusedKernelFn
+    std::vector<InnerStride> inner;  // per input, along the last axis (reduce: the reduced one)
   };
+  bool run_reduce(const Node& n, const Bound& b, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes,
+                  Buffer& out, ThreadPool& pool) const;
   std::shared_ptr<KernelLibrary> library_;
   std::unordered_map<const Node*, Bound> by_node_;
   std::string status_ = "not prepared";

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "core/cache_paths.h"
@@ -33,7 +35,7 @@ bool on_path(const std::string& exe) {
 
 // What decides the machine code besides the source: the compiler's version and this CPU's
 // model and feature flags (for -march=native).
-std::string machine_identity(const std::string& cxx) {
+std::string read_machine_identity(const std::string& cxx) {
   std::string id = cxx + " " + kFlags + "\n";
   if (FILE* p = popen((cxx + " --version 2>/dev/null").c_str(), "r")) {
     std::array<char, 256> line{};
@@ -49,6 +51,16 @@ std::string machine_identity(const std::string& cxx) {
       --wanted;
     }
   return id;
+}
+
+// Asked once per compiler: a search loads modules for many candidates.
+std::string machine_identity(const std::string& cxx) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(cxx);
+  if (it == known.end()) it = known.emplace(cxx, read_machine_identity(cxx)).first;
+  return it->second;
 }
 
 std::string read_file(const std::string& path) {
