@@ -85,6 +85,34 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
   return {s * 1e3, static_cast<double>(N * K) * static_cast<double>(es) / s / 1e9};
 }
 
+// One decode layer's projections of a Qwen3-0.6B-shaped model (q, k, v, o, gate, up, down),
+// 28 layers' worth of distinct bf16 weights (so nothing stays in cache), one GEMV after the
+// other as decode runs them: GB/s over all of them. Small matrices pay the per-call overhead
+// (thread wake-up, row split) that one 4096x4096 GEMV hides.
+Result layer_gemvs(ThreadPool& pool, int reps) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
+                                                           {3072, 1024}, {3072, 1024}, {1024, 3072}};
+  const int layers = 28;
+  size_t per_layer = 0;
+  for (auto [n, k] : shapes) per_layer += static_cast<size_t>(n * k);
+  std::vector<uint16_t> w(per_layer * layers);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(static_cast<float>(i % 97) * 0.01f - 0.5f);
+  std::vector<float> a(3072, 0.5f), c(3072);
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    const uint16_t* wp = w.data();
+    for (int l = 0; l < layers; ++l)
+      for (auto [n, k] : shapes) {
+        weight_gemm({a.data(), k, reinterpret_cast<const uint8_t*>(wp), k, DType::BF16, c.data(), n, 1, n, k}, &pool);
+        wp += n * k;
+      }
+    times.push_back(now_s() - t0);
+  }
+  double s = median(times);
+  return {s * 1e3, static_cast<double>(w.size()) * 2 / s / 1e9};
+}
+
 // Prefill: m rows against one 4096×4096 weight (compute-bound, so no rotation).
 double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps) {
   const int64_t N = 4096, K = 4096;
@@ -141,6 +169,8 @@ int main(int argc, char** argv) {
     Result r = gemv(pool, t, 1, reps);
     std::printf("GEMV 4096x4096 %-4s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", dtype_name(t), r.ms, r.gbps, 100 * r.gbps / bw);
   }
+  Result l = layer_gemvs(pool, 2 * reps + 1);
+  std::printf("GEMVs of 28 Qwen3-0.6B layers bf16: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n", l.ms, l.gbps, 100 * l.gbps / bw);
   for (int64_t m : {32, 128, 512})
     for (DType t : {DType::BF16, DType::F32}) {
       double gf = gemm_gflops(pool, t, m, reps);

@@ -24,7 +24,8 @@ void add_model_options(Args& a) {
       .option("--threads", "N", "cpu backend threads (default: $LUMINAL_THREADS or all)")
       .option("--cache", "DIR", "plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)")
       .flag("--no-cache", "do not read or write the plan cache")
-      .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)");
+      .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)")
+      .flag("--no-huge-pages", "cpu backend: read weights from the mapped file instead of copying them into huge pages (also LUMINAL_HUGEPAGES=0)");
 }
 
 ModelOptions model_options(const Args& a, bool all_logits) {
@@ -36,6 +37,7 @@ ModelOptions model_options(const Args& a, bool all_logits) {
   if (a.has("--context")) o.context = a.integer("--context");
   o.search = static_cast<int>(a.integer("--search"));
   o.jit = !a.has("--no-jit");
+  o.huge_pages = !a.has("--no-huge-pages");
   if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
   if (isatty(2)) {
     o.progress = [](const std::string& what, double f) {

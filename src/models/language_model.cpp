@@ -15,10 +15,21 @@
 #include "models/decoder_graph.h"
 #include "models/model_files.h"
 #include "models/weight_store.h"
+#include "runtime/huge_page_arena.h"
 
 namespace luminal {
 
 namespace {
+bool huge_pages_disabled_by_env() {
+  const char* v = std::getenv("LUMINAL_HUGEPAGES");
+  return v && std::string(v) == "0";
+}
+
+// Inputs that hold the checkpoint's tensors (not the KV cache, rope tables or tokens).
+bool is_weight(const std::string& name) {
+  return name != "tokens" && name.rfind("cache.", 0) != 0 && name.rfind("rope.", 0) != 0;
+}
+
 // LUMINAL_JIT=0 turns kernel generation off (to compare, or where compiling is unwanted).
 bool jit_disabled_by_env() {
   const char* v = std::getenv("LUMINAL_JIT");
@@ -84,6 +95,19 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   }
   Interpreter& rt = *m.runtime_;
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
+  // On the CPU backend weights are copied into huge pages (see runtime/huge_page_arena.h).
+  std::shared_ptr<HugePageArena> arena;
+  if (opts.backend == "cpu" && opts.huge_pages && !huge_pages_disabled_by_env() && HugePageArena::available()) {
+    size_t bytes = 0;
+    for (NodeId id : inputs) {
+      const Node& n = m.compiled_.plan.node(id);
+      if (!is_weight(n.name)) continue;
+      size_t count = dtype_size(n.dtype);
+      for (const Expr& e : n.shape) count *= e.is_const() ? static_cast<size_t>(e.value()) : 0;
+      bytes += count + 64;
+    }
+    arena = HugePageArena::create(bytes);
+  }
   size_t done = 0;
   for (NodeId id : inputs) {
     const Node& n = m.compiled_.plan.node(id);
@@ -103,8 +127,9 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       rt.set_input(n.name, Buffer::f32(c.rope(key).inv_freq(head_dim), shape));
     } else {
       Buffer w = files.weights->load(n.name, shape);
+      if (w.dtype() != n.dtype) w = w.cast(n.dtype);
       m.weight_bytes_ += w.nbytes();
-      rt.set_input(n.name, std::move(w));
+      rt.set_input(n.name, arena ? arena->adopt(w) : std::move(w));
     }
   }
   report("loading weights", 1);

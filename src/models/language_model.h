@@ -27,6 +27,9 @@ struct ModelOptions {
   std::string cache_dir;    // plan cache folder; empty: no cache
   bool jit = true;          // cpu backend: generate and compile fused kernels at load
   std::string kernel_cache_dir;  // compiled kernels; empty: default_cache_dir()
+  // cpu backend: weights copied into transparent huge pages (faster to stream than the
+  // memory-mapped file); LUMINAL_HUGEPAGES=0 turns it off too.
+  bool huge_pages = true;
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
 };
