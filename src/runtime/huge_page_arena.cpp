@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -50,13 +51,19 @@ Buffer HugePageArena::adopt(const Buffer& b) {
   const size_t n = b.nbytes(), at = round_up(used_, kAlign);
   if (at + n > size_)
     throw Error("weight arena full: " + std::to_string(at + n) + " bytes needed, " + std::to_string(size_) + " mapped");
-  std::memcpy(base_ + at, b.bytes(), n);
-  used_ = at + n;
-  if (b.borrowed()) {  // drop the file's pages from this process: the copy replaces them
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    uintptr_t lo = round_up(reinterpret_cast<uintptr_t>(b.bytes()), page), hi = (reinterpret_cast<uintptr_t>(b.bytes()) + n) / page * page;
+  // In chunks, dropping a memory-mapped source's pages behind each one: the copy replaces
+  // them, and peak RSS never holds a whole tensor (an embedding can be a quarter of a model)
+  // twice.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), chunk = size_t(32) << 20;
+  const uint8_t* src = b.bytes();
+  for (size_t done = 0; done < n; done += chunk) {
+    const size_t len = std::min(chunk, n - done);
+    std::memcpy(base_ + at + done, src + done, len);
+    if (!b.borrowed()) continue;
+    uintptr_t lo = round_up(reinterpret_cast<uintptr_t>(src + done), page), hi = reinterpret_cast<uintptr_t>(src + done + len) / page * page;
     if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
   }
+  used_ = at + n;
   return Buffer::borrow(b.dtype(), b.shape(), base_ + at, shared_from_this());
 }
 
