@@ -119,26 +119,23 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
   flat_ = Flat{shape_of(layers[0]), strided_of(layers[0])};
 }
 
-namespace {
-
-}  // namespace
-
 Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {
   std::vector<int64_t> shape = concrete(n.shape);
   Buffer out(n.dtype, shape, take_storage(n.dtype, shape));
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   last_native_ = false;
-  // A backend may run kernels and elementwise primitives natively.
-  bool elementwise = n.op == OpKind::Cast || is_unary(n.op) || is_binary(n.op);
-  if (hook_ && (n.op == OpKind::Kernel || elementwise)) {
+  // Kernels, and elementwise primitives when a backend may run them natively, see every input
+  // through a reader: the backend's hook runs them, or kernels fall back to the reference.
+  const bool elementwise = n.op == OpKind::Cast || is_unary(n.op) || is_binary(n.op);
+  if (n.op == OpKind::Kernel || (hook_ && elementwise)) {
     std::vector<Reader> readers;
     std::vector<std::vector<int64_t>> shapes;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       readers.push_back(reader(k));
       shapes.push_back(concrete(n.inputs[k].view.shape()));
     }
-    last_native_ = hook_(n, readers, shapes, out);
+    if (hook_) last_native_ = hook_(n, readers, shapes, out);
     if (last_native_) return out;
     if (n.op == OpKind::Kernel) {
       run_reference_kernel(n, readers, shapes, out);
@@ -206,16 +203,7 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
       }
       break;
     }
-    case OpKind::Kernel: {
-      std::vector<Reader> readers;
-      std::vector<std::vector<int64_t>> shapes;
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        readers.push_back(reader(k));
-        shapes.push_back(concrete(n.inputs[k].view.shape()));
-      }
-      run_reference_kernel(n, readers, shapes, out);
-      break;
-    }
+    case OpKind::Kernel: LM_ASSERT(false, "kernels run above");
     case OpKind::Scatter: {
       Reader dest = reader(0), idx = reader(1), src = reader(2);
       for (int64_t i = 0; i < count; ++i) out.set(i, dest(i));
