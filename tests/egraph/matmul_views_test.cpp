@@ -11,11 +11,7 @@ using namespace luminal;
 
 namespace {
 
-int matmuls(const Graph& plan) {
-  int n = 0;
-  for (const Node& node : plan.nodes()) n += node.op == OpKind::Kernel && node.kernel == "Matmul";
-  return n;
-}
+int matmuls(const Graph& plan) { return plancheck::count_kernels(plan, "Matmul"); }
 
 void check_bitwise(const Graph& g, const DimMap& dims = {}) {
   CompileResult r = compile(g);

@@ -10,6 +10,13 @@
 
 namespace luminal::plancheck {
 
+// How many kernel nodes named `kernel` ("Matmul", "Softmax") the plan has.
+inline int count_kernels(const Graph& plan, const std::string& kernel) {
+  int n = 0;
+  for (const Node& node : plan.nodes()) n += node.op == OpKind::Kernel && node.kernel == kernel;
+  return n;
+}
+
 // Sets every input of `g` (and the dims) on `rt` with values uniform in [-range, range]
 // (small non-negative integers for i32 inputs, so they work as indices).
 inline void fill_random(Interpreter& rt, const Graph& g, const DimMap& dims, uint32_t seed, float range) {

@@ -13,11 +13,7 @@ using namespace luminal;
 
 namespace {
 
-int count_kernels(const Graph& plan, const std::string& name) {
-  int n = 0;
-  for (const Node& node : plan.nodes()) n += node.op == OpKind::Kernel && node.kernel == name;
-  return n;
-}
+using plancheck::count_kernels;
 
 // Compiles g, checks the kernel count, and compares the plan with the graph on random inputs.
 void check(const Graph& g, const std::string& kernel, int expected, const DimMap& dims = {}) {

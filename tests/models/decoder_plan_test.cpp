@@ -8,17 +8,14 @@
 
 #include "compiler/compile.h"
 #include "models/decoder_graph.h"
+#include "egraph/plan_check.h"
 #include "models/fixture.h"
 #include "models/model_config.h"
 
 namespace luminal {
 namespace {
 
-int count(const Graph& plan, const std::string& kernel) {
-  int n = 0;
-  for (const Node& node : plan.nodes()) n += node.op == OpKind::Kernel && node.kernel == kernel;
-  return n;
-}
+int count(const Graph& plan, const std::string& kernel) { return plancheck::count_kernels(plan, kernel); }
 
 TEST(DecoderPlan, DeepGemma3GraphKeepsEveryMatmul) {
   // Gemma 3 270M's shape: 18 layers, hidden 640, one kv head of 256, MLP 2048.

@@ -59,16 +59,7 @@ TEST_P(ExtraFixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
   ModelOptions o;
   o.context = 64;
   LanguageModel m = LanguageModel::load(fixtures::model_dir(GetParam()), o);
-  size_t vocab = static_cast<size_t>(m.config().vocab);
-  std::vector<float> last = m.step(ref.input_ids);
-  std::vector<int32_t> got;
-  for (size_t i = 0; i < ref.greedy_new_tokens.size(); ++i) {
-    ASSERT_EQ(last.size(), vocab);
-    int32_t next = fixtures::argmax(last.data(), vocab);
-    got.push_back(next);
-    if (i + 1 < ref.greedy_new_tokens.size()) last = m.step({next});
-  }
-  EXPECT_EQ(got, ref.greedy_new_tokens) << GetParam();
+  EXPECT_EQ(fixtures::greedy_decode(m, ref.input_ids, ref.greedy_new_tokens.size()), ref.greedy_new_tokens) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(ExtraFolders, ExtraFixtureModel, ::testing::ValuesIn(extra_fixture_names()),

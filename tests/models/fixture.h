@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace luminal {
+class LanguageModel;
+}
+
 namespace luminal::fixtures {
 
 struct Reference {
@@ -19,5 +23,9 @@ Reference load_reference(const std::string& name);
 const std::vector<std::string>& model_names();
 
 int32_t argmax(const float* v, size_t n);
+
+// Greedy decoding through the KV cache: prefills `prompt`, then picks the argmax token `n`
+// times, feeding each back (as the fixtures' greedy_new_tokens were made).
+std::vector<int32_t> greedy_decode(LanguageModel& m, const std::vector<int32_t>& prompt, size_t n);
 
 }  // namespace luminal::fixtures
