@@ -146,6 +146,11 @@ std::string fused_kernel_prelude() {
   return R"(#include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __cplusplus
+#define LM_KERNEL extern "C"
+#else
+#define LM_KERNEL
+#endif
 static inline float lm_bf16_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t lm_f32_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
@@ -172,7 +177,7 @@ std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const 
   const int n_in = p.n_inputs;
   if (static_cast<int>(sig.input_dtypes.size()) != n_in || static_cast<int>(sig.inner.size()) != n_in) return std::nullopt;
   std::ostringstream s;
-  s << "extern \"C\" void " << name
+  s << "LM_KERNEL void " << name
     << "(const void* const* in, const int64_t* off, const int64_t* st, void* out, const int64_t* shape, int64_t rank,"
        " int64_t r0, int64_t r1, int64_t j0, int64_t j1) {\n"
     << "  const int64_t inner = shape[rank - 1];\n"

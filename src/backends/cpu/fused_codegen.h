@@ -1,5 +1,6 @@
 #pragma once
-// C++ source for a fused elementwise kernel: the program's instructions become one loop body
+// Source for a fused elementwise kernel (C that is also valid C++; jit_module compiles it as C,
+// whose front end starts faster): the program's instructions become one loop body
 // over the output's last axis, so the compiler keeps every intermediate in registers and
 // vectorises what it can. Rounding follows the reference exactly (each instruction's result is
 // rounded to its dtype; no contraction into fused multiply-adds), so generated kernels agree

@@ -1,6 +1,6 @@
 #pragma once
 // Generated kernels for a plan's elementwise work (fused elementwise kernels and lone
-// elementwise primitives) and fused reductions: prepare() writes one C++ source for all of them (identical programs
+// elementwise primitives) and fused reductions: prepare() writes one source for all of them (identical programs
 // share a function), compiles it once through JitModule and binds each node to its function;
 // run() executes a node on the thread pool. Nodes without a kernel (no compiler, an uncovered
 // op) are left to the other kernels.

@@ -38,7 +38,7 @@ std::optional<std::string> fused_reduce_source(const FusedReduceSignature& sig, 
   const DType t = p.instrs.back().dtype;  // the reduction runs in the prologue's result dtype
   const std::string last = "v" + std::to_string(p.instrs.size() - 1);
   std::ostringstream s;
-  s << "extern \"C\" void " << name
+  s << "LM_KERNEL void " << name
     << "(const void* const* in, const int64_t* off, const int64_t* st, void* out, const int64_t* shape, int64_t rank,"
        " int64_t axis, int64_t o0, int64_t o1) {\n"
     << "  const int64_t len = shape[axis];\n"

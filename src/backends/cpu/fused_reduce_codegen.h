@@ -1,5 +1,5 @@
 #pragma once
-// C++ source for a fused reduction (FusedSum, FusedMax): for each output, the prologue program
+// Source (C, also valid C++) for a fused reduction (FusedSum, FusedMax): for each output, the prologue program
 // runs along the reduced axis in registers and is summed (eight f32 partial sums, so the loop
 // vectorises) or maxed (NaN sticks, as in the reference), then the optional epilogue runs on
 // the result. Values round to their dtypes as the reference rounds them; only the order of a

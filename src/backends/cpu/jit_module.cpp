@@ -21,7 +21,10 @@ namespace {
 
 // Kernels must round exactly like the reference: no contraction into FMAs; math functions
 // never set errno, so sqrt inlines. -march=native is safe because the cache key holds the CPU.
-const char* kFlags = "-std=c++17 -O3 -march=native -fPIC -shared -ffp-contract=off -fno-math-errno";
+// The generated source is valid C and C++ and is compiled as C: the C front end starts about
+// four times faster (0.08 s against 0.33 s for a small module here), which a search that
+// compiles kernels for every generation feels.
+const char* kFlags = "-x c -std=gnu11 -O3 -march=native -fPIC -shared -ffp-contract=off -fno-math-errno";
 
 bool on_path(const std::string& exe) {
   if (exe.find('/') != std::string::npos) return access(exe.c_str(), X_OK) == 0;
@@ -106,20 +109,20 @@ std::unique_ptr<JitModule> JitModule::load(const std::string& source, const std:
     // Unique temporary names, then a rename: concurrent processes never load a half-written file.
     std::string tmp = dir + "/" + key + ".tmp" + std::to_string(getpid());
     {
-      std::ofstream out(tmp + ".cpp");
+      std::ofstream out(tmp + ".c");
       out << source;
-      if (!out) return fail("cannot write '" + tmp + ".cpp'");
+      if (!out) return fail("cannot write '" + tmp + ".c'");
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::string cmd = cxx + " " + kFlags + " -o '" + tmp + ".so' '" + tmp + ".cpp' 2> '" + tmp + ".log'";
+    std::string cmd = cxx + " " + kFlags + " -o '" + tmp + ".so' '" + tmp + ".c' 2> '" + tmp + ".log'";
     int rc = std::system(cmd.c_str());
     m->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (rc != 0) {
       std::string log = read_file(tmp + ".log");
       std::filesystem::remove(tmp + ".so", ec);
-      return fail("'" + cxx + "' failed to compile generated kernels (source kept at " + tmp + ".cpp): " + log.substr(0, 2000));
+      return fail("'" + cxx + "' failed to compile generated kernels (source kept at " + tmp + ".c): " + log.substr(0, 2000));
     }
-    std::filesystem::remove(tmp + ".cpp", ec);
+    std::filesystem::remove(tmp + ".c", ec);
     std::filesystem::remove(tmp + ".log", ec);
     std::filesystem::rename(tmp + ".so", so, ec);
     if (ec) return fail("cannot move '" + tmp + ".so' to '" + so + "': " + ec.message());
