@@ -23,6 +23,10 @@ bool flat_in_bounds(const Reader& r) {
   return r.flat() && layout_in_bounds(r.flat()->layout, r.flat()->shape, r.buffer().numel());
 }
 
+bool stacked_in_bounds(const Reader& r) {
+  return r.stacked() && layout_in_bounds(r.stacked()->below.layout, r.stacked()->below.shape, r.buffer().numel());
+}
+
 // Reads `count` elements from buffer element `idx` on, `step` apart, as floats.
 static void read_run(const Buffer& b, int64_t idx, int64_t step, int64_t count, float* dst) {
   const uint8_t* p = b.bytes();

@@ -16,6 +16,10 @@ bool strided_in_bounds(const Reader& r, const std::vector<int64_t>& shape);
 // Whether the reader has a flat strided layout (Reader::flat) inside its buffer.
 bool flat_in_bounds(const Reader& r);
 
+// Whether the reader is stacked (Reader::Stacked) with the layout below its top layer inside
+// its buffer.
+bool stacked_in_bounds(const Reader& r);
+
 // Elements [z0, z0 + n) of the reader's logical (row-major) order as floats: by runs along
 // the last axis of its flat layout when `flat` (flat_in_bounds), else element by element
 // through the reader.

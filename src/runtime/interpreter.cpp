@@ -113,10 +113,10 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
   bool middle_plain = true;  // the layers between the bottom and the top
   for (size_t i = 1; i + 1 < layers.size(); ++i) middle_plain = middle_plain && plain(layers[i]);
   if (!middle_plain) return;
+  Flat bottom{shape_of(layers[0]), strided_of(layers[0])};
   // A strided top layer (a broadcast, a permute) over the reshaped elements of the bottom one.
-  if (mask_is_full(layers.back())) stacked_ = Stacked{Flat{shape_of(layers[0]), strided_of(layers[0])}, strided_of(layers.back())};
-  if (!plain(layers.back())) return;
-  flat_ = Flat{shape_of(layers[0]), strided_of(layers[0])};
+  if (mask_is_full(layers.back())) stacked_ = Stacked{bottom, strided_of(layers.back())};
+  if (plain(layers.back())) flat_ = std::move(bottom);
 }
 
 Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {

@@ -20,13 +20,13 @@ Buffer ones(DType t, const std::vector<int64_t>& shape) {
   return b;
 }
 
-// Inputs the plan overwrites: the destinations of scatters (written in place when possible).
-bool written_in_place(const Graph& plan, NodeId input) {
-  for (NodeId id = 0; id < plan.size(); ++id) {
-    const Node& n = plan.node(id);
-    if (n.op == OpKind::Scatter && !n.inputs.empty() && n.inputs[0].src == input) return true;
-  }
-  return false;
+// Per node: whether the plan may overwrite it, as the destination of a scatter (written in
+// place when possible).
+std::vector<bool> scatter_destinations(const Graph& plan) {
+  std::vector<bool> r(plan.size(), false);
+  for (const Node& n : plan.nodes())
+    if (n.op == OpKind::Scatter && !n.inputs.empty()) r[n.inputs[0].src] = true;
+  return r;
 }
 
 }  // namespace
@@ -53,11 +53,12 @@ std::optional<double> time_plan(const Graph& whole_plan, const DimMap& profile_d
     for (const std::string& d : plan.dims())
       if (!dims.count(d)) dims[d] = 16;
     for (const auto& [name, value] : dims) rt.set_dim(name, value);
+    const std::vector<bool> written = scatter_destinations(plan);
     for (NodeId id : plan.inputs()) {
       const Node& n = plan.node(id);
       std::vector<int64_t> shape;
       for (const Expr& e : n.shape) shape.push_back(e.eval(dims));
-      rt.set_input(n.name, pool ? pool->get(n.name, n.dtype, shape, written_in_place(plan, id)) : ones(n.dtype, shape));
+      rt.set_input(n.name, pool ? pool->get(n.name, n.dtype, shape, written[id]) : ones(n.dtype, shape));
     }
     std::vector<double> times;
     for (int t = 0; t < std::max(1, trials); ++t) {

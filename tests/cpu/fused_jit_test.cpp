@@ -150,22 +150,28 @@ struct Case {
   int kernels = 0;
 };
 
+// Adds `n` inputs of random dtypes, each read through a random view onto `shape`, named
+// <prefix><i>, with random data (integer-valued when `integral`); appends their dtypes and edges.
+void add_random_inputs(std::mt19937& rng, Case& c, const std::vector<int64_t>& shape, int n, const std::string& prefix,
+                       bool integral, std::vector<DType>& types, std::vector<Edge>& edges) {
+  for (int i = 0; i < n; ++i) {
+    DType t = kTypes[rng() % 5];
+    auto [view, buf_shape] = random_view(rng, shape);
+    std::vector<Expr> s;
+    for (int64_t d : buf_shape) s.push_back(Expr(d));
+    std::string name = prefix + std::to_string(i);
+    edges.push_back({c.g.input(name, t, s), view});
+    c.inputs.push_back({name, random_buffer(rng, t, buf_shape, integral)});
+    types.push_back(t);
+  }
+}
+
 // Adds one random fused kernel (and its inputs) to the case; its output is "y<k>".
 void add_random_kernel(std::mt19937& rng, Case& c, const std::vector<int64_t>& out_shape) {
   int id = c.kernels++;
-  int n_in = 1 + static_cast<int>(rng() % 4);
   std::vector<DType> types;
   std::vector<Edge> edges;
-  for (int i = 0; i < n_in; ++i) {
-    DType t = kTypes[rng() % 5];
-    auto [view, buf_shape] = random_view(rng, out_shape);
-    std::vector<Expr> s;
-    for (int64_t d : buf_shape) s.push_back(Expr(d));
-    std::string name = "x" + std::to_string(id) + "_" + std::to_string(i);
-    edges.push_back({c.g.input(name, t, s), view});
-    c.inputs.push_back({name, random_buffer(rng, t, buf_shape)});
-    types.push_back(t);
-  }
+  add_random_inputs(rng, c, out_shape, 1 + static_cast<int>(rng() % 4), "x" + std::to_string(id) + "_", false, types, edges);
   FusedProgram p = random_program(rng, types, 1 + static_cast<int>(rng() % 8));
   std::vector<Expr> shape{Expr(out_shape[0]), Expr(out_shape[1]), Expr(out_shape[2])};
   NodeId k = c.g.kernel("Fused", edges, p.instrs.back().dtype, shape, 0, 0.0f, p.encode());
@@ -180,19 +186,9 @@ void add_random_reduction(std::mt19937& rng, Case& c, const std::vector<int64_t>
   int id = c.kernels++;
   const bool sum = rng() % 2;
   const size_t axis = rng() % 3;
-  int n_in = 1 + static_cast<int>(rng() % 3);
   std::vector<DType> types;
   std::vector<Edge> edges;
-  for (int i = 0; i < n_in; ++i) {
-    DType t = kTypes[rng() % 5];
-    auto [view, buf_shape] = random_view(rng, domain);
-    std::vector<Expr> s;
-    for (int64_t d : buf_shape) s.push_back(Expr(d));
-    std::string name = "r" + std::to_string(id) + "_" + std::to_string(i);
-    edges.push_back({c.g.input(name, t, s), view});
-    c.inputs.push_back({name, random_buffer(rng, t, buf_shape, sum)});
-    types.push_back(t);
-  }
+  add_random_inputs(rng, c, domain, 1 + static_cast<int>(rng() % 3), "r" + std::to_string(id) + "_", sum, types, edges);
   FusedProgram pro = random_program(rng, types, 1 + static_cast<int>(rng() % 3), sum);
   std::vector<int64_t> code = pro.encode();
   DType out_t = pro.instrs.back().dtype;

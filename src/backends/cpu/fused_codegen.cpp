@@ -142,6 +142,40 @@ bool emit_program(std::ostream& s, const FusedProgram& p, const std::function<st
   return true;
 }
 
+void emit_input_bases(std::ostream& s, const std::vector<DType>& dtypes, const std::vector<InnerStride>& classes,
+                      const std::string& index, const std::string& from_dim, bool skip_axis, const std::string& along) {
+  const int n_in = static_cast<int>(dtypes.size());
+  for (int i = 0; i < n_in; ++i) s << "    int64_t b" << i << " = off[" << i << "];\n";
+  s << "    for (int64_t d = " << from_dim << ", rem = " << index << "; d >= 0; --d) {\n";
+  if (skip_axis) s << "      if (d == axis) continue;\n";
+  s << "      int64_t c = rem % shape[d];\n      rem /= shape[d];\n";
+  for (int i = 0; i < n_in; ++i) s << "      b" << i << " += c * st[" << i << " * rank + d];\n";
+  s << "    }\n";
+  for (int i = 0; i < n_in; ++i) {
+    DType t = dtypes[static_cast<size_t>(i)];
+    s << "    const " << storage_type(t) << "* __restrict p" << i << " = (const " << storage_type(t) << "*)in[" << i
+      << "] + b" << i << ";\n";
+    if (static_cast<size_t>(i) >= classes.size()) continue;
+    if (classes[static_cast<size_t>(i)] == InnerStride::Zero)
+      s << "    const " << value_type(t) << " x" << i << " = " << load(t, "p" + std::to_string(i) + "[0]") << ";\n";
+    if (classes[static_cast<size_t>(i)] == InnerStride::Any)
+      s << "    const int64_t s" << i << " = st[" << i << " * rank + " << along << "];\n";
+  }
+}
+
+void emit_input_loads(std::ostream& s, const std::vector<DType>& dtypes, const std::vector<InnerStride>& classes,
+                      const std::string& at, const std::string& indent) {
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const DType t = dtypes[i];
+    const std::string pi = "p" + std::to_string(i);
+    if (classes[i] == InnerStride::One)
+      s << indent << "const " << value_type(t) << " x" << i << " = " << load(t, pi + "[" + at + "]") << ";\n";
+    else if (classes[i] == InnerStride::Any)
+      s << indent << "const " << value_type(t) << " x" << i << " = " << load(t, pi + "[(" + at + ") * s" + std::to_string(i) + "]")
+        << ";\n";
+  }
+}
+
 std::string fused_kernel_prelude() {
   return R"(#include <math.h>
 #include <stdint.h>
@@ -182,30 +216,10 @@ std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const 
        " int64_t r0, int64_t r1, int64_t j0, int64_t j1) {\n"
     << "  const int64_t inner = shape[rank - 1];\n"
     << "  for (int64_t r = r0; r < r1; ++r) {\n";
-  for (int i = 0; i < n_in; ++i) s << "    int64_t b" << i << " = off[" << i << "];\n";
-  s << "    for (int64_t d = rank - 2, rem = r; d >= 0; --d) {\n"
-    << "      int64_t c = rem % shape[d];\n      rem /= shape[d];\n";
-  for (int i = 0; i < n_in; ++i) s << "      b" << i << " += c * st[" << i << " * rank + d];\n";
-  s << "    }\n";
-  for (int i = 0; i < n_in; ++i) {
-    DType t = sig.input_dtypes[static_cast<size_t>(i)];
-    s << "    const " << storage_type(t) << "* __restrict p" << i << " = (const " << storage_type(t) << "*)in[" << i
-      << "] + b" << i << ";\n";
-    if (sig.inner[static_cast<size_t>(i)] == InnerStride::Zero)
-      s << "    const " << value_type(t) << " x" << i << " = " << load(t, "p" + std::to_string(i) + "[0]") << ";\n";
-    if (sig.inner[static_cast<size_t>(i)] == InnerStride::Any)
-      s << "    const int64_t s" << i << " = st[" << i << " * rank + rank - 1];\n";
-  }
+  emit_input_bases(s, sig.input_dtypes, sig.inner, "r", "rank - 2", false, "rank - 1");
   s << "    " << storage_type(sig.out_dtype) << "* __restrict o = (" << storage_type(sig.out_dtype) << "*)out + r * inner;\n"
     << "    for (int64_t j = j0; j < j1; ++j) {\n";
-  for (int i = 0; i < n_in; ++i) {
-    DType t = sig.input_dtypes[static_cast<size_t>(i)];
-    std::string pi = "p" + std::to_string(i);
-    if (sig.inner[static_cast<size_t>(i)] == InnerStride::One)
-      s << "      const " << value_type(t) << " x" << i << " = " << load(t, pi + "[j]") << ";\n";
-    else if (sig.inner[static_cast<size_t>(i)] == InnerStride::Any)
-      s << "      const " << value_type(t) << " x" << i << " = " << load(t, pi + "[j * s" + std::to_string(i) + "]") << ";\n";
-  }
+  emit_input_loads(s, sig.input_dtypes, sig.inner, "j", "      ");
   if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, sig.input_dtypes, "v", "      ")) return std::nullopt;
   DType last = p.instrs.back().dtype;
   s << "      o[j] = " << store(sig.out_dtype, convert("v" + std::to_string(p.instrs.size() - 1), last, sig.out_dtype))

@@ -46,6 +46,18 @@ std::string fused_kernel_prelude();
 bool emit_program(std::ostream& s, const FusedProgram& p, const std::function<std::string(int)>& input,
                   const std::vector<DType>& input_dtypes, const std::string& prefix, const std::string& indent);
 
+// Per row (or per output) of a generated kernel, for every input i: its base offset b<i> at flat
+// index `index` over dims `from_dim` down to 0 (skipping `axis` when `skip_axis`), its pointer
+// p<i>, and, for the inputs `classes` covers, by their stride class along axis `along`: the
+// value x<i> loaded once (stride 0) or the stride s<i> (any).
+void emit_input_bases(std::ostream& s, const std::vector<DType>& dtypes, const std::vector<InnerStride>& classes,
+                      const std::string& index, const std::string& from_dim, bool skip_axis, const std::string& along);
+
+// Inside the loop along that axis, at position `at`: the value x<i> of every input `classes`
+// covers whose stride there is 1 or any (stride-0 ones were loaded by emit_input_bases).
+void emit_input_loads(std::ostream& s, const std::vector<DType>& dtypes, const std::vector<InnerStride>& classes,
+                      const std::string& at, const std::string& indent);
+
 // Pieces of generated C++ the kernel generators share.
 namespace codegen {
 bool is_int(DType t);

@@ -10,6 +10,7 @@
 #include "backends/cpu/fused_reduce_codegen.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/cache_paths.h"
+#include "runtime/flat_read.h"
 
 namespace luminal::cpu {
 
@@ -41,15 +42,11 @@ struct Operand {
 };
 
 Operand copy_operand(const Reader& r, const std::vector<int64_t>& shape, std::vector<Buffer>& copies) {
-  if (const auto& st = r.stacked(); st && st->top.strides.size() == shape.size()) {
+  if (const auto& st = r.stacked(); st && st->top.strides.size() == shape.size() && stacked_in_bounds(r)) {
     const Reader::Flat& below = st->below;
-    int64_t count = 1, lo = below.layout.offset, hi = below.layout.offset;
-    for (size_t d = 0; d < below.shape.size(); ++d) {
-      count *= below.shape[d];
-      int64_t reach = (below.shape[d] - 1) * below.layout.strides[d];
-      (reach < 0 ? lo : hi) += below.shape[d] > 0 ? reach : 0;
-    }
-    if (count > 0 && lo >= 0 && hi < static_cast<int64_t>(r.buffer().numel())) {
+    int64_t count = 1;
+    for (int64_t d : below.shape) count *= d;
+    if (count > 0) {
       Buffer& c = copies.emplace_back(r.dtype(), std::vector<int64_t>{count});
       const size_t es = dtype_size(r.dtype());
       const uint8_t* src = r.buffer().bytes();
@@ -69,6 +66,14 @@ Operand copy_operand(const Reader& r, const std::vector<int64_t>& shape, std::ve
     stride *= shape[d];
   }
   return {c.bytes(), 0, strides};
+}
+
+// An input read as a kernel wants it over `want`: in place when the reader is one strided
+// layer over that shape (`read` is the shape the reader sees), else a copy (copy_operand).
+Operand operand_of(const Reader& r, const std::vector<int64_t>& read, const std::vector<int64_t>& want, std::vector<Buffer>& copies) {
+  if (r.strided() && read == want && r.strided()->strides.size() == want.size())
+    return {r.buffer().bytes(), r.strided()->offset, r.strided()->strides};
+  return copy_operand(r, want, copies);
 }
 
 bool matches(InnerStride want, int64_t stride) {
@@ -162,12 +167,21 @@ std::optional<NodeKernel> node_kernel(const Graph& plan, const Node& n) {
   return k;
 }
 
-// Sources of the kernels `plan` needs that `lib` lacks and the generator can write.
-void collect_missing(const Graph& plan, const KernelLibrary& lib, std::map<std::string, std::string>& missing) {
-  for (NodeId id = 0; id < plan.size(); ++id) {
-    std::optional<NodeKernel> k = node_kernel(plan, plan.node(id));
-    if (!k || lib.find(k->name) || missing.count(k->name)) continue;
-    if (std::optional<std::string> body = k->source()) missing[k->name] = *body;
+using NodeKernels = std::vector<std::pair<const Node*, NodeKernel>>;
+
+// The plan's nodes that have a generated kernel, each with it.
+NodeKernels plan_kernels(const Graph& plan) {
+  NodeKernels r;
+  for (NodeId id = 0; id < plan.size(); ++id)
+    if (std::optional<NodeKernel> k = node_kernel(plan, plan.node(id))) r.emplace_back(&plan.node(id), std::move(*k));
+  return r;
+}
+
+// Sources of the kernels that `lib` lacks and the generator can write.
+void collect_missing(const NodeKernels& kernels, const KernelLibrary& lib, std::map<std::string, std::string>& missing) {
+  for (const auto& [node, k] : kernels) {
+    if (lib.find(k.name) || missing.count(k.name)) continue;
+    if (std::optional<std::string> body = k.source()) missing[k.name] = *body;
   }
 }
 
@@ -180,7 +194,11 @@ void* KernelLibrary::find(const std::string& key) const {
 
 std::string KernelLibrary::add_for(const std::vector<const Graph*>& plans, const std::string& cache_dir, int jobs) {
   std::map<std::string, std::string> missing;
-  for (const Graph* p : plans) collect_missing(*p, *this, missing);
+  for (const Graph* p : plans) collect_missing(plan_kernels(*p), *this, missing);
+  return add(missing, cache_dir, jobs);
+}
+
+std::string KernelLibrary::add(const std::map<std::string, std::string>& missing, const std::string& cache_dir, int jobs) {
   if (missing.empty()) return "";
   // Split into `jobs` modules compiled side by side: one compiler process uses one core.
   const size_t parts = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, jobs)), missing.size() / 4 + 1));
@@ -212,21 +230,20 @@ void FusedJit::prepare(const Graph& plan, const std::string& cache_dir) {
   if (!library_) library_ = std::make_shared<KernelLibrary>();
   auto t0 = std::chrono::steady_clock::now();
   const size_t modules_before = library_->modules();
-  std::string why = library_->add_for({&plan}, cache_dir, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const NodeKernels kernels = plan_kernels(plan);
+  std::map<std::string, std::string> missing;
+  collect_missing(kernels, *library_, missing);
+  std::string why = library_->add(missing, cache_dir, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   if (!why.empty()) {
     status_ = "generated kernels unavailable (" + why + "); elementwise nodes run on the kernel interpreter";
     return;
   }
   std::map<std::string, bool> distinct;
-  for (NodeId id = 0; id < plan.size(); ++id) {
-    const Node& n = plan.node(id);
-    std::optional<NodeKernel> k = node_kernel(plan, n);
-    if (!k) continue;
-    if (void* f = library_->find(k->name)) {
-      by_node_[&n] = Bound{f, k->reduce, k->strides()};
-      distinct[k->name] = true;
+  for (const auto& [node, k] : kernels)
+    if (void* f = library_->find(k.name)) {
+      by_node_[node] = Bound{f, k.reduce, k.strides()};
+      distinct[k.name] = true;
     }
-  }
   if (by_node_.empty()) {
     status_ = "no elementwise kernels to generate";
     return;
@@ -255,9 +272,7 @@ bool FusedJit::run(const Node& n, const std::vector<Reader>& in, const std::vect
   copies.reserve(n_in);
   for (size_t i = 0; i < n_in; ++i) {
     const Reader& r = in[i];
-    Operand op;
-    if (r.strided() && r.strided()->strides.size() == shapes[i].size()) op = {r.buffer().bytes(), r.strided()->offset, r.strided()->strides};
-    else op = copy_operand(r, shapes[i], copies);
+    Operand op = operand_of(r, shapes[i], shapes[i], copies);
     if (op.strides.size() != rank && !(op.strides.empty() && out.shape().empty())) return false;
     if (!matches(b.inner[i], op.strides.empty() ? 0 : op.strides.back())) return false;
     ptrs[i] = op.ptr;
@@ -318,10 +333,7 @@ bool FusedJit::run_reduce(const Node& n, const Bound& b, const std::vector<Reade
       for (int64_t d : shapes[i]) count *= d;
       if (count != n_out) return false;
     }
-    Operand op;
-    if (r.strided() && shapes[i] == own && r.strided()->strides.size() == own.size())
-      op = {r.buffer().bytes(), r.strided()->offset, r.strided()->strides};
-    else op = copy_operand(r, own, copies);
+    Operand op = operand_of(r, shapes[i], own, copies);
     if (op.strides.size() != own.size() || (pro && !matches(b.inner[i], op.strides[axis]))) return false;
     ptrs[i] = op.ptr;
     off[i] = op.offset;

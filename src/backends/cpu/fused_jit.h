@@ -4,6 +4,7 @@
 // share a function), compiles it once through JitModule and binds each node to its function;
 // run() executes a node on the thread pool. Nodes without a kernel (no compiler, an uncovered
 // op) are left to the other kernels.
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,8 @@ class KernelLibrary {
   // Compiles (or loads from `cache_dir`) every kernel these plans need that is not loaded yet,
   // split over up to `jobs` modules whose compilers run side by side; returns why not, or "".
   std::string add_for(const std::vector<const Graph*>& plans, const std::string& cache_dir, int jobs);
+  // The same for kernel sources by name.
+  std::string add(const std::map<std::string, std::string>& sources, const std::string& cache_dir, int jobs);
   size_t modules() const { return modules_.size(); }
   bool last_from_cache() const { return !modules_.empty() && modules_.back()->from_cache(); }
   std::string last_path() const { return modules_.empty() ? "" : modules_.back()->path(); }

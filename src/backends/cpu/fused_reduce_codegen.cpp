@@ -9,18 +9,10 @@ using namespace codegen;
 namespace {
 
 // Loads of the prologue inputs at position `j` on the reduced axis, then the prologue itself;
-// its result is p<last>.
+// its result is v<last>.
 bool emit_prologue(std::ostringstream& s, const FusedReduceSignature& sig, const std::string& j, const std::string& indent) {
   const FusedProgram& p = sig.prologue;
-  for (int i = 0; i < p.n_inputs; ++i) {
-    DType t = sig.input_dtypes[static_cast<size_t>(i)];
-    std::string pi = "p" + std::to_string(i);
-    if (sig.along[static_cast<size_t>(i)] == InnerStride::One)
-      s << indent << "const " << value_type(t) << " x" << i << " = " << load(t, pi + "[" + j + "]") << ";\n";
-    else if (sig.along[static_cast<size_t>(i)] == InnerStride::Any)
-      s << indent << "const " << value_type(t) << " x" << i << " = " << load(t, pi + "[(" + j + ") * s" + std::to_string(i) + "]")
-        << ";\n";
-  }
+  emit_input_loads(s, sig.input_dtypes, sig.along, j, indent);
   std::vector<DType> dtypes(sig.input_dtypes.begin(), sig.input_dtypes.begin() + p.n_inputs);
   return emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, dtypes, "v", indent);
 }
@@ -34,7 +26,6 @@ std::optional<std::string> fused_reduce_source(const FusedReduceSignature& sig, 
   if (p.instrs.empty() || n_pro < 1 || n_epi < 0 || static_cast<int>(sig.along.size()) != n_pro ||
       static_cast<int>(sig.input_dtypes.size()) != n_pro + n_epi)
     return std::nullopt;
-  const int n_in = n_pro + n_epi;
   const DType t = p.instrs.back().dtype;  // the reduction runs in the prologue's result dtype
   const std::string last = "v" + std::to_string(p.instrs.size() - 1);
   std::ostringstream s;
@@ -44,22 +35,7 @@ std::optional<std::string> fused_reduce_source(const FusedReduceSignature& sig, 
     << "  const int64_t len = shape[axis];\n"
     << "  " << storage_type(sig.out_dtype) << "* __restrict optr = (" << storage_type(sig.out_dtype) << "*)out;\n"
     << "  for (int64_t oi = o0; oi < o1; ++oi) {\n";
-  for (int i = 0; i < n_in; ++i) s << "    int64_t b" << i << " = off[" << i << "];\n";
-  s << "    for (int64_t d = rank - 1, rem = oi; d >= 0; --d) {\n"
-    << "      if (d == axis) continue;\n"
-    << "      int64_t c = rem % shape[d];\n      rem /= shape[d];\n";
-  for (int i = 0; i < n_in; ++i) s << "      b" << i << " += c * st[" << i << " * rank + d];\n";
-  s << "    }\n";
-  for (int i = 0; i < n_in; ++i) {
-    DType ti = sig.input_dtypes[static_cast<size_t>(i)];
-    s << "    const " << storage_type(ti) << "* __restrict p" << i << " = (const " << storage_type(ti) << "*)in[" << i
-      << "] + b" << i << ";\n";
-    if (i >= n_pro) continue;
-    if (sig.along[static_cast<size_t>(i)] == InnerStride::Zero)
-      s << "    const " << value_type(ti) << " x" << i << " = " << load(ti, "p" + std::to_string(i) + "[0]") << ";\n";
-    if (sig.along[static_cast<size_t>(i)] == InnerStride::Any)
-      s << "    const int64_t s" << i << " = st[" << i << " * rank + axis];\n";
-  }
+  emit_input_bases(s, sig.input_dtypes, sig.along, "oi", "rank - 1", true, "axis");
   if (sig.is_sum && !is_int(t)) {
     // Eight partial sums: the lanes are independent, so the compiler vectorises the loop
     // without reassociating anything it was not told to.
