@@ -1,8 +1,8 @@
 #pragma once
 // One block of anonymous memory for a model's weights, backed by transparent huge pages where
 // the kernel offers them (madvise mode included). Decode streams every weight once per token;
-// through 2 MB pages instead of 4 KB ones the TLB stops capping that stream (a two-thread sum
-// here reads 21 GB/s from huge pages, 15 GB/s from 4 KB pages or a memory-mapped file).
+// through 2 MB pages instead of 4 KB ones that stream misses the TLB far less (gemv_bench: a
+// Qwen3-0.6B decode's GEMVs in 62.3 ms against 72.1 ms from 4 KB pages).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
