@@ -1,7 +1,7 @@
 // GEMV with a 4096x4096 weight (bf16 and f32) against this machine's measured memory read
 // bandwidth, in one run. Decode streams every layer's weights once per token, so the weights
 // rotate through 16 distinct matrices (512 MiB in bf16): each GEMV reads cold memory, as in a
-// model, not a copy left in the last-level cache. Also: GEMMs of 32, 128 and 512 rows against
+// model, not a copy left in the last-level cache; the same for 2 to 12 rows of A. Also: GEMMs of 32, 128 and 512 rows against
 // the same weight shape (prefill, compute-bound) and attention's probabilities × values, in
 // GFLOP/s, the median of the reps after one warm-up call.
 //
@@ -173,6 +173,12 @@ int main(int argc, char** argv) {
   for (DType t : {DType::BF16, DType::F32}) {
     Result r = gemv(pool, t, 1, reps);
     std::printf("GEMV 4096x4096 %-4s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", dtype_name(t), r.ms, r.gbps, 100 * r.gbps / bw);
+  }
+  // A few rows (the search profiles at seq = 4; short prompts, speculative steps): a stream over W.
+  for (int64_t m : {2, 3, 4, 5, 8, 12}) {
+    Result r = gemv(pool, DType::BF16, m, reps);
+    std::printf("GEMM %ld rows x 4096x4096 bf16: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", static_cast<long>(m), r.ms, r.gbps,
+                100 * r.gbps / bw);
   }
   for (bool huge : {false, true}) {
     Result l = layer_gemvs(pool, 2 * reps + 1, huge);

@@ -43,12 +43,14 @@ void check(int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
     }
 }
 
+// m: the GEMV, the few-row path's pairs, odd last rows and slices of 8, and the packed GEMM (16);
+// k = 520 crosses the few-row path's 256-wide chunks and ends in a tail.
 TEST(WeightGemm, OddShapesBothDtypesWithAndWithoutThreads) {
   ThreadPool pool(3);
   for (DType t : {DType::BF16, DType::F32})
-    for (int64_t m : {1, 2, 4, 5, 9})
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 15, 16})
       for (int64_t n : {1, 2, 3, 17, 64})
-        for (int64_t k : {1, 7, 8, 33, 100}) {
+        for (int64_t k : {1, 7, 8, 33, 100, 520}) {
           check(m, n, k, t, nullptr);
           check(m, n, k, t, &pool);
         }

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/packed_gemm.h"
@@ -13,10 +14,12 @@ namespace luminal::cpu {
 namespace {
 
 // From this many rows of A the packed, cache-blocked GEMM (packed_gemm.cpp) beats the unpacked
-// tiles below: packing W costs about one extra pass over it, which pays once each W value serves
-// a few rows; f32 weights, twice the bytes, need a few more. For gemm_nn, the row loop stays ahead
-// on small attention blocks (measured with 2 threads on 4096², 1024², 576×1536 and k = 64 shapes).
-constexpr int64_t kPackedMinRowsBF16 = 6, kPackedMinRowsF32 = 8, kPackedNNMinRows = 16, kPackedNNMinK = 128;
+// few-row tiles below: packing W costs about one extra pass over it, which pays once each W value
+// serves enough rows. Measured with 2 threads on a 4096² bf16 weight (gemv_bench): 12 rows 6.6 ms
+// unpacked against 10.6 packed, 16 rows even, 24 rows 16.3 against 8.5. f32 weights, twice the
+// bytes per flop, are no less memory-bound. For gemm_nn, the row loop stays ahead on small
+// attention blocks (measured with 2 threads on 4096², 1024², 576×1536 and k = 64 shapes).
+constexpr int64_t kPackedMinRowsBF16 = 16, kPackedMinRowsF32 = 16, kPackedNNMinRows = 16, kPackedNNMinK = 128;
 
 inline float bf16_value(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
@@ -59,35 +62,6 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 
 inline float tail_value(const void* w, DType t, int64_t p) {
   return t == DType::BF16 ? bf16_value(static_cast<const uint16_t*>(w)[p]) : static_cast<const float*>(w)[p];
-}
-
-// Up to 4 rows of A against 2 rows of W: 8 accumulators, each W vector loaded once per 4 rows.
-template <int MR>
-__attribute__((target("avx2,fma"))) void tile(const WeightGemm& g, int64_t i0, int64_t j) {
-  const size_t es = g.w_dtype == DType::BF16 ? 2 : 4;
-  const uint8_t* w0 = static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es;
-  const uint8_t* w1 = w0 + static_cast<size_t>(g.ldw) * es;
-  __m256 acc0[MR], acc1[MR];
-  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  int64_t p = 0;
-  for (; p + 8 <= g.k; p += 8) {
-    __m256 b0 = load8(w0, g.w_dtype, p), b1 = load8(w1, g.w_dtype, p);
-    for (int r = 0; r < MR; ++r) {
-      __m256 a = _mm256_loadu_ps(g.a + (i0 + r) * g.lda + p);
-      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
-    }
-  }
-  for (int r = 0; r < MR; ++r) {
-    float s0 = hsum(acc0[r]), s1 = hsum(acc1[r]);
-    const float* a = g.a + (i0 + r) * g.lda;
-    for (int64_t q = p; q < g.k; ++q) {
-      s0 += a[q] * tail_value(w0, g.w_dtype, q);
-      s1 += a[q] * tail_value(w1, g.w_dtype, q);
-    }
-    g.c[(i0 + r) * g.ldc + j] = s0;
-    g.c[(i0 + r) * g.ldc + j + 1] = s1;
-  }
 }
 
 // One row of W against one row of A, with four accumulators to hide the FMA latency (decode's
@@ -140,23 +114,98 @@ __attribute__((target("avx2,fma"))) void gemv_rows4(const WeightGemm& g, int64_t
   for (; j < n1; ++j) g.c[j] = dot_row(x, static_cast<const uint8_t*>(g.w) + j * ldw * es, g.w_dtype, k);
 }
 
+// A few rows of A (2 <= m < the packed GEMM's threshold, in slices of kFewMaxRows): still a stream over W, so W must be
+// read from memory once, in several streams. Four W rows at a time, k in chunks of kFewChunk:
+// the chunk of W (2 KB in bf16) stays in L1 while every pair of A rows passes over it, and the
+// partial sums wait in `acc` between chunks. The first pass prefetches the next four rows, as
+// the GEMV does. 4×2 tiles of 8 accumulators plus 4 W and 2 A registers fit AVX2's 16.
+constexpr int64_t kFewChunk = 256, kFewMaxRows = 8;
+
+template <bool kBF16, bool kPrefetch>
+__attribute__((target("avx2,fma"))) inline void few_rows_pass(const float* a0, const float* a1, const uint8_t* const r[4], int64_t ahead,
+                                                              int64_t p0, int64_t p1, __m256* acc0, __m256* acc1) {
+  const DType t = kBF16 ? DType::BF16 : DType::F32;
+  const int64_t es = kBF16 ? 2 : 4;
+  __m256 c0 = acc0[0], c1 = acc0[1], c2 = acc0[2], c3 = acc0[3];
+  __m256 d0 = acc1[0], d1 = acc1[1], d2 = acc1[2], d3 = acc1[3];
+  for (int64_t p = p0; p < p1; p += 8) {
+    if (kPrefetch && (p & 15) == 0)
+      for (int q = 0; q < 4; ++q) _mm_prefetch(reinterpret_cast<const char*>(r[q] + p * es + ahead), _MM_HINT_T0);
+    __m256 x = _mm256_loadu_ps(a0 + p), y = _mm256_loadu_ps(a1 + p);
+    __m256 w0 = load8(r[0], t, p), w1 = load8(r[1], t, p), w2 = load8(r[2], t, p), w3 = load8(r[3], t, p);
+    c0 = _mm256_fmadd_ps(x, w0, c0), d0 = _mm256_fmadd_ps(y, w0, d0);
+    c1 = _mm256_fmadd_ps(x, w1, c1), d1 = _mm256_fmadd_ps(y, w1, d1);
+    c2 = _mm256_fmadd_ps(x, w2, c2), d2 = _mm256_fmadd_ps(y, w2, d2);
+    c3 = _mm256_fmadd_ps(x, w3, c3), d3 = _mm256_fmadd_ps(y, w3, d3);
+  }
+  acc0[0] = c0, acc0[1] = c1, acc0[2] = c2, acc0[3] = c3;
+  acc1[0] = d0, acc1[1] = d1, acc1[2] = d2, acc1[3] = d3;
+}
+
+// The odd last row of A against the same four W rows (already in L1).
+template <bool kBF16>
+__attribute__((target("avx2,fma"))) inline void few_rows_pass1(const float* a0, const uint8_t* const r[4], int64_t p0, int64_t p1,
+                                                               __m256* acc) {
+  const DType t = kBF16 ? DType::BF16 : DType::F32;
+  __m256 c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3];
+  for (int64_t p = p0; p < p1; p += 8) {
+    __m256 x = _mm256_loadu_ps(a0 + p);
+    c0 = _mm256_fmadd_ps(x, load8(r[0], t, p), c0);
+    c1 = _mm256_fmadd_ps(x, load8(r[1], t, p), c1);
+    c2 = _mm256_fmadd_ps(x, load8(r[2], t, p), c2);
+    c3 = _mm256_fmadd_ps(x, load8(r[3], t, p), c3);
+  }
+  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3;
+}
+
+template <bool kBF16>
+__attribute__((target("avx2,fma"))) void gemm_few_rows(const WeightGemm& g, int64_t n0, int64_t n1) {
+  const int64_t k = g.k, m = g.m, es = kBF16 ? 2 : 4, k8 = k & ~int64_t(7);
+  const DType t = kBF16 ? DType::BF16 : DType::F32;
+  alignas(32) __m256 acc[kFewMaxRows][4];
+  int64_t j = n0;
+  for (; j + 4 <= n1; j += 4) {
+    const uint8_t* r[4];
+    for (int q = 0; q < 4; ++q) r[q] = static_cast<const uint8_t*>(g.w) + (j + q) * g.ldw * es;
+    const int64_t ahead = 4 * g.ldw * es;
+    for (int64_t i = 0; i < m; ++i)
+      for (int q = 0; q < 4; ++q) acc[i][q] = _mm256_setzero_ps();
+    for (int64_t p0 = 0; p0 < k8; p0 += kFewChunk) {
+      const int64_t p1 = std::min(k8, p0 + kFewChunk);
+      int64_t i = 0;
+      for (; i + 2 <= m; i += 2) {
+        const float* a0 = g.a + i * g.lda;
+        if (i == 0) few_rows_pass<kBF16, true>(a0, a0 + g.lda, r, ahead, p0, p1, acc[i], acc[i + 1]);
+        else few_rows_pass<kBF16, false>(a0, a0 + g.lda, r, ahead, p0, p1, acc[i], acc[i + 1]);
+      }
+      if (i < m) few_rows_pass1<kBF16>(g.a + i * g.lda, r, p0, p1, acc[i]);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const float* a = g.a + i * g.lda;
+      for (int q = 0; q < 4; ++q) {
+        float s = hsum(acc[i][q]);
+        for (int64_t p = k8; p < k; ++p) s += a[p] * tail_value(r[q], t, p);
+        g.c[i * g.ldc + j + q] = s;
+      }
+    }
+  }
+  for (; j < n1; ++j)
+    for (int64_t i = 0; i < m; ++i) g.c[i * g.ldc + j] = dot_row(g.a + i * g.lda, static_cast<const uint8_t*>(g.w) + j * g.ldw * es, t, k);
+}
+
 __attribute__((target("avx2,fma"))) void gemm_rows_avx2(const WeightGemm& g, int64_t n0, int64_t n1) {
-  const size_t es = g.w_dtype == DType::BF16 ? 2 : 4;
   if (g.m == 1) {
     if (g.w_dtype == DType::BF16) gemv_rows4<true>(g, n0, n1);
     else gemv_rows4<false>(g, n0, n1);
     return;
   }
-  int64_t j = n0;
-  for (; j + 2 <= n1; j += 2) {
-    int64_t i = 0;
-    for (; i + 4 <= g.m; i += 4) tile<4>(g, i, j);
-    for (; i < g.m; ++i) tile<1>(g, i, j);
+  // Slices of kFewMaxRows rows, each one stream over W.
+  for (int64_t i0 = 0; i0 < g.m; i0 += kFewMaxRows) {
+    WeightGemm s = g;
+    s.a += i0 * g.lda, s.c += i0 * g.ldc, s.m = std::min(kFewMaxRows, g.m - i0);
+    if (g.w_dtype == DType::BF16) gemm_few_rows<true>(s, n0, n1);
+    else gemm_few_rows<false>(s, n0, n1);
   }
-  for (; j < n1; ++j)
-    for (int64_t i = 0; i < g.m; ++i)
-      g.c[i * g.ldc + j] = dot_row(g.a + i * g.lda, static_cast<const uint8_t*>(g.w) + static_cast<size_t>(j * g.ldw) * es,
-                                   g.w_dtype, g.k);
 }
 
 // One row of C: c = sum_p a[p] * B[p, :], eight columns per register.
@@ -229,8 +278,9 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
     if (weight_gemm_has_avx2()) gemm_rows_avx2(g, n0, n1);
     else gemm_rows_scalar(g, n0, n1);
   };
-  // Chunks of W rows: even sizes keep the 2-row tiles whole; 64 rows at least per thread.
-  if (pool) pool->parallel_for((g.n + 1) / 2, [&](int64_t b, int64_t e) { rows(2 * b, std::min(g.n, 2 * e)); }, 32);
+  // Chunks of W rows: multiples of 4 keep the 4-row groups (and the 2-row tiles) whole; 64 rows
+  // at least per thread.
+  if (pool) pool->parallel_for((g.n + 3) / 4, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, 16);
   else rows(0, g.n);
 }
 
