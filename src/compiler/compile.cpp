@@ -6,6 +6,7 @@
 #include "compiler/dedup.h"
 #include "compiler/plan_cache.h"
 #include "graph/serialize.h"
+#include "egraph/dag_improve.h"
 #include "egraph/embedded_rules.h"
 
 namespace luminal {
@@ -44,6 +45,7 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
   r.report = run_schedule(eg, rules, fns, opts.limits);
   if (opts.on_egraph) opts.on_egraph(eg, part);
   Choice choice = extract_greedy(eg, opts.cost);
+  improve_dag_cost(eg, choice, seeded.roots(), opts.cost);
   SearchResult found = search_plans(eg, seeded.roots(), choice, opts.profiler, opts.search, opts.progress,
                                     opts.prepare_candidates, &opts.cost);
   r.plan = std::move(found.plan);
@@ -53,7 +55,7 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
 
 // Everything that decides the plan, as text: the graph, the rules, the options, the target.
 static std::string cache_text(const Graph& g, const CompileOptions& o, const std::vector<RuleSource>& rules) {
-  std::string t = "luminal-plan-v1\n" + serialize(g);
+  std::string t = "luminal-plan-v2\n" + serialize(g);
   for (const RuleSource& r : rules) t += r.name + "\n" + r.text;
   const SearchOptions& s = o.search;
   t += "search " + std::to_string(s.limit) + " " + std::to_string(s.generation_size) + " " +

@@ -35,6 +35,30 @@ TEST(CpuAttention, PrefillAndDecodeShapesMatchTheReference) {
   check(8, 2, 128, 128, 37, 64);  // decode with grouped queries over a cache
   check(3, 7, 17, 9, 3, 12);    // nothing a multiple of 8
   check(4, 33, 64, 64, 0, 40);  // enough rows for every thread
+  check(2, 130, 64, 32, 5, 140);  // packed GEMMs for scores and values
+  check(1, 40, 16, 8, 8200, 8300);  // 8240 keys: blocks of 31 rows (1 MB of scores), the last of 9
+}
+
+// Grouped-query attention as decoders write it: q [seq, kv_heads * group, k] read as
+// [kv_heads, group * seq, k], a view one stride per dim cannot express (the kernel copies it).
+TEST(CpuAttention, GroupedQueriesThroughAMergedView) {
+  const int64_t seq = 3, kvh = 2, group = 2, k = 16, n = 5, d = 8;
+  Buffer qb = random_f32({seq, kvh, group, k}, 11);
+  KernelInput q{qb, View::contiguous(exprs({seq, kvh, group, k})).permute({1, 2, 0, 3}).reshape(exprs({kvh, group * seq, k}))};
+  KernelInput kt{random_f32({kvh, n, k}, 12), View::contiguous(exprs({kvh, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({kvh, n, d}, 13));
+  KernelInput mask = whole(Buffer::boolean(std::vector<bool>(static_cast<size_t>(kvh * group * seq * n), true), {kvh * group * seq * n}));
+  compare(kernel_node("Attention", 2, 0.25f), {q, kt, v, mask}, {kvh, group * seq, d}, kSums);
+}
+
+// Keys stored [b, k, n] (unit stride along the keys): the row-at-a-time path.
+TEST(CpuAttention, KeysWithoutUnitInnerStrideTakeTheRowPath) {
+  const int64_t b = 2, m = 5, k = 12, n = 7, d = 8;
+  KernelInput q = whole(random_f32({b, m, k}, 21));
+  KernelInput kt = whole(random_f32({b, k, n}, 22));
+  KernelInput v = whole(random_f32({b, n, d}, 23));
+  KernelInput mask = whole(Buffer::boolean(std::vector<bool>(static_cast<size_t>(b * m * n), true), {b * m * n}));
+  compare(kernel_node("Attention", 2, 0.5f), {q, kt, v, mask}, {b, m, d}, kSums);
 }
 
 TEST(CpuAttention, FullyMaskedRowsAreNaNAsInTheReference) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compiler/compile.h"
+#include "egraph/dag_improve.h"
 #include "frontend/ops.h"
 #include "runtime/interpreter.h"
 
@@ -83,6 +84,8 @@ struct Outcome {
   int mismatches = 0;
   int distinct_plans = 0;  // summed over graphs: the check must see more than one plan per graph
   std::set<std::string> kernels;  // kernel kinds that appeared in checked plans
+  int dag_swaps = 0;              // swaps the DAG-cost pass kept (it must make some)
+  int dag_cost_increases = 0;     // plans the pass made costlier (it must make none)
   std::string first;
 };
 
@@ -108,7 +111,13 @@ Outcome check(const std::string& rule_text, int graphs, int plans_per_graph, uin
     for (int p = 0; p < plans_per_graph; ++p) {
       CostModel cm;
       cm.jitter_seed = static_cast<uint64_t>(p);  // plan 0 is the cost model's own choice
-      Graph plan = choice_to_graph(eg, extract_greedy(eg, cm), seeded.roots());
+      Choice choice = extract_greedy(eg, cm);
+      if (p % 2 == 1) {  // half the candidates also go through the DAG-cost pass, under the same costs
+        double before = plan_cost(eg, choice, seeded.roots(), cm);
+        o.dag_swaps += improve_dag_cost(eg, choice, seeded.roots(), cm);
+        if (plan_cost(eg, choice, seeded.roots(), cm) > before * (1 + 1e-9)) ++o.dag_cost_increases;
+      }
+      Graph plan = choice_to_graph(eg, choice, seeded.roots());
       std::vector<float> got = run(plan, x, y, "out"), got2 = run(plan, x, y, "out2");
       ++o.candidates;
       if (seen.insert(plan.dump()).second) ++o.distinct_plans;
@@ -135,7 +144,9 @@ TEST(EGraphProperty, EveryPlanOfTheBuiltinRulesMatchesTheReference) {
   EXPECT_GT(o.distinct_plans, 250);  // the random extractions really explore the e-graphs
   for (const char* k : {"Matmul", "Softmax", "RMSNorm", "LayerNorm", "Where", "Attention", "Fused", "FusedSum", "FusedMax"})
     EXPECT_TRUE(o.kernels.count(k)) << k << " never appeared in a checked plan";
-  std::printf("property: %d plans, %d distinct\n", o.candidates, o.distinct_plans);
+  std::printf("property: %d plans, %d distinct, %d DAG-cost swaps\n", o.candidates, o.distinct_plans, o.dag_swaps);
+  EXPECT_GT(o.dag_swaps, 0);
+  EXPECT_EQ(o.dag_cost_increases, 0);
   EXPECT_EQ(o.mismatches, 0) << o.first;
 }
 

@@ -1,5 +1,5 @@
 // The compiled plan of a whole decoder: every linear layer, in every layer, becomes a Matmul
-// kernel. Extraction once lost them past the first dozen layers of a Gemma 3 graph: tree costs
+// kernel, and every layer's attention an Attention kernel. Extraction once lost them past the first dozen layers of a Gemma 3 graph: tree costs
 // that count a shared input once per path grow exponentially through the residual stream and
 // drowned the kernels' own costs (docs/lessons.md).
 #include <gtest/gtest.h>
@@ -31,8 +31,10 @@ TEST(DecoderPlan, DeepGemma3GraphKeepsEveryMatmul) {
   CompileOptions co;
   co.dedup = false;
   CompileResult r = compile(g, co);
-  // 7 linears and 2 attention products per layer, plus the head.
-  EXPECT_EQ(count(r.plan, "Matmul"), 18 * 9 + 1) << "FusedSum kernels: " << count(r.plan, "FusedSum");
+  // 7 linears per layer, plus the head; each layer's attention (its two products, scale, mask and
+  // softmax) is one Attention kernel (chosen on the plan's DAG cost, egraph/dag_improve.h).
+  EXPECT_EQ(count(r.plan, "Matmul"), 18 * 7 + 1) << "FusedSum kernels: " << count(r.plan, "FusedSum");
+  EXPECT_EQ(count(r.plan, "Attention"), 18);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/weight_gemm.h"
 #include "runtime/strided_operand.h"
 
 namespace luminal::cpu {
@@ -47,7 +48,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
                ThreadPool& pool) {
   if (in.size() != 4 || out.dtype() != DType::F32) return false;
   for (size_t i = 0; i < 3; ++i)
-    if (in[i].dtype() != DType::F32 || !in[i].strided() || s[i].size() < 2 || s[i].size() != s[0].size()) return false;
+    if (in[i].dtype() != DType::F32 || s[i].size() < 2 || s[i].size() != s[0].size()) return false;
   const size_t r = s[0].size();
   const int64_t m = s[0][r - 2], k = s[0][r - 1], nk = s[1][r - 1], d = s[2][r - 1];
   if (s[1][r - 2] != k || s[2][r - 2] != nk) return false;
@@ -61,6 +62,8 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   for (int64_t x : s[3]) mask_count *= x;
   if (mask_count != batch * m * nk) return false;
 
+  // Views that one stride per dim cannot express (grouped-query attention's q merges its group
+  // and sequence dims) are copied: q is small; the cache's keys and values are read in place.
   F32Operand q(in[0], s[0], /*unit_inner=*/true), kt(in[1], s[1]), v(in[2], s[2]);
   // The mask as 0/1 in the scores' flat order (one pass; it is as large as one score matrix).
   std::vector<float> mask(static_cast<size_t>(mask_count));
@@ -68,6 +71,39 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   float* o = reinterpret_cast<float*>(out.bytes());
   const float scale = n.constant, ninf = -std::numeric_limits<float>::infinity();
 
+  // Keys as rows of a [nk, k] matrix and values as a [nk, d] one, each with unit inner stride (as
+  // a KV cache holds them): blocks of query rows go through the GEMM kernels, scores Q·Kᵀ by
+  // weight_gemm and probabilities × V by gemm_nn, one block per task (so decode's few rows per
+  // head spread over heads, and prefill's blocks over both).
+  if (kt.strides[r - 2] == 1 && v.strides[r - 1] == 1) {
+    // Row blocks as tall as a 1 MB score block allows: each block packs its keys and values
+    // once, so fewer, taller blocks repack less (prefill's 128 keys: a head's whole sequence).
+    const int64_t row_block = std::max<int64_t>(16, (int64_t(1) << 18) / std::max<int64_t>(1, nk));
+    const int64_t blocks = (m + row_block - 1) / row_block;
+    pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scores;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t bi = t / blocks, i0 = (t % blocks) * row_block, rows = std::min(row_block, m - i0);
+        int64_t qb = q.offset, kb = kt.offset, vb = v.offset, unused = 0;
+        add_batch_offsets(bi, s[0], q.strides, kt.strides, qb, kb);
+        add_batch_offsets(bi, s[0], v.strides, v.strides, vb, unused);
+        scores.resize(static_cast<size_t>(rows * nk));
+        weight_gemm({q.data + qb + i0 * q.strides[r - 2], q.strides[r - 2], kt.data + kb, kt.strides[r - 1], DType::F32,
+                     scores.data(), nk, rows, nk, k},
+                    nullptr);
+        for (int64_t i = 0; i < rows; ++i) {
+          float* row = scores.data() + i * nk;
+          const float* mr = mask.data() + (bi * m + i0 + i) * nk;
+          for (int64_t j = 0; j < nk; ++j) row[j] = mr[j] != 0 ? row[j] * scale : ninf;
+          softmax_row(row, row, nk);
+        }
+        // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
+        gemm_nn({scores.data(), nk, v.data + vb, v.strides[r - 2], DType::F32, o + (bi * m + i0) * d, d, rows, d, nk}, nullptr);
+      }
+    });
+    return true;
+  }
+  // Any other layout: one query row at a time, dot products with every key.
   pool.parallel_for(batch * m, [&](int64_t r0, int64_t r1) {
     std::vector<float> scores(static_cast<size_t>(nk));
     for (int64_t row = r0; row < r1; ++row) {

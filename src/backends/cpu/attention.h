@@ -1,8 +1,9 @@
 #pragma once
-// The Attention kernel on the CPU: softmax(where(mask, scale * q @ kt, -inf)) @ v, one query
-// row at a time per thread (flash-style: no score matrix beyond one row of keys, so a head's
-// keys and values stay in cache while its rows go by). Works for prefill and decode alike;
-// decode's few rows (group × heads) still spread over the threads.
+// The Attention kernel on the CPU: softmax(where(mask, scale * q @ kt, -inf)) @ v. Blocks of
+// query rows of one head go through the GEMM kernels (scores by weight_gemm, the weighted sum of
+// values by gemm_nn), one block per task: a block's scores stay within 1 MB (at least 16 rows),
+// decode's few rows per head spread over the heads, and prefill's blocks over heads and rows.
+// Keys or values without a unit inner stride fall back to one query row at a time.
 #include <vector>
 
 #include "runtime/interpreter.h"
@@ -11,8 +12,8 @@ namespace luminal::cpu {
 
 class ThreadPool;
 
-// q [.., m, k], kt [.., k, n], v [.., n, d] in f32 through strided views, the mask read in the
-// scores' flat order; false (nothing written) for anything else.
+// q [.., m, k], kt [.., k, n], v [.., n, d] in f32 (strided views read in place, other views
+// copied), the mask read in the scores' flat order; false (nothing written) for anything else.
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
                ThreadPool& pool);
 
