@@ -24,6 +24,7 @@ void Interpreter::set_input(const std::string& name, Buffer data) {
                 "), got " + data.shape_string());
   // Taken as is when the dtype already matches: a weight is never held twice while loading.
   inputs_[id] = data.dtype() == n.dtype ? std::move(data) : data.cast(n.dtype);
+  invariants_.input_changed(id);
 }
 
 void Interpreter::set_dim(const std::string& name, int64_t value) {
@@ -261,6 +262,7 @@ void Interpreter::run() {
     readers_.assign(graph_.size(), 0);
     for (NodeId id : order_)
       for (const Edge& e : graph_.node(id).inputs) ++readers_[e.src];
+    invariants_.analyse(graph_, order_);
   }
   const std::vector<NodeId>& order = order_;
   // Free each intermediate after its last consumer has run.
@@ -279,14 +281,23 @@ void Interpreter::run() {
     if (scatter_in_place(n, uses)) {
       scatter_into(id, n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
       in_place[id] = n.inputs[0].src;
+      invariants_.input_changed(n.inputs[0].src);
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (--uses[n.inputs[k].src] == 0) free_buffer(live, n.inputs[k].src);
+      continue;
+    }
+    std::optional<Buffer> kept = invariants_.invariant(id) ? invariants_.reuse(id) : std::nullopt;
+    if (kept) {
+      for (const Edge& e : n.inputs)
+        if (--uses[e.src] == 0) free_buffer(live, e.src);
+      live[id] = std::move(*kept);
       continue;
     }
     std::vector<const Buffer*> in;
     for (const Edge& e : n.inputs) in.push_back(&buffer_of(e.src));
     auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Buffer result = eval(id, n, in);
+    if (invariants_.invariant(id)) result = invariants_.keep(id, std::move(result));
     if (profiling_) {
       std::string what = n.op == OpKind::Kernel ? n.kernel : op_name(n.op);
       std::string label = last_native_ ? "native " + what : n.op == OpKind::Kernel ? "reference " + what : what;

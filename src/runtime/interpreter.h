@@ -10,6 +10,7 @@
 #include "graph/graph.h"
 #include "runtime/buffer.h"
 #include "runtime/reader.h"
+#include "runtime/run_invariants.h"
 
 namespace luminal {
 
@@ -21,6 +22,8 @@ class Interpreter {
   // is converted to the input's dtype. Dims that appear bare in an input's declared shape
   // are bound from the buffer's shape unless set explicitly. A Scatter whose destination is an
   // input that nothing else reads updates that input in place (a KV cache): later runs see it.
+  // Values computed from inputs and constants alone, with no dynamic dim, are kept from run to
+  // run until one of their inputs is set again (runtime/run_invariants.h).
   void set_input(const std::string& name, Buffer data);
   void set_dim(const std::string& name, int64_t value);
   void run();
@@ -78,6 +81,7 @@ class Interpreter {
   bool profiling_ = false;
   bool last_native_ = false;  // the hook ran the last Kernel node (a profile label)
   std::map<std::string, ProfileEntry> profile_;
+  RunInvariants invariants_;  // values kept from one run to the next (weights' casts, tables)
 };
 
 }  // namespace luminal

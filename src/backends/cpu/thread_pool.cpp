@@ -61,21 +61,47 @@ void ThreadPool::worker(int index) {
     }
     if (stop_) return;
     seen = generation_.load(std::memory_order_acquire);
-    std::pair<int64_t, int64_t> chunk =
-        static_cast<size_t>(index) < chunks_.size() ? chunks_[static_cast<size_t>(index)] : std::make_pair<int64_t, int64_t>(0, 0);
-    if (chunk.first < chunk.second) {
-      try {
-        (*job_)(chunk.first, chunk.second);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error_) error_ = std::current_exception();
-      }
-    }
+    run_job(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_
       done_.notify_one();
     }
   }
+}
+
+// Runs this thread's share of the current job, recording the first exception.
+void ThreadPool::run_job(int index) {
+  try {
+    if (dynamic_chunk_ > 0) {
+      for (int64_t c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) * dynamic_chunk_ < dynamic_n_;)
+        (*job_)(c * dynamic_chunk_, std::min(dynamic_n_, (c + 1) * dynamic_chunk_));
+    } else if (static_cast<size_t>(index) < chunks_.size() && chunks_[static_cast<size_t>(index)].first < chunks_[static_cast<size_t>(index)].second) {
+      (*job_)(chunks_[static_cast<size_t>(index)].first, chunks_[static_cast<size_t>(index)].second);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+// Publishes the job set up in chunks_ / dynamic_*, runs the caller's share, waits for the rest.
+void ThreadPool::dispatch(const std::function<void(int64_t, int64_t)>& fn) {
+  job_ = &fn;
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  start_.notify_all();
+  run_job(0);
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done, kSpinMicros)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, all_done);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) std::rethrow_exception(error_);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
@@ -90,28 +116,21 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     int64_t b = p < parts ? n * p / parts : n, e = p < parts ? n * (p + 1) / parts : n;
     chunks_.push_back({b, e});
   }
-  job_ = &fn;
-  error_ = nullptr;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+  dynamic_chunk_ = 0;
+  dispatch(fn);
+}
+
+void ThreadPool::parallel_for_dynamic(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t chunk) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (n <= chunk || workers_.empty()) {
+    fn(0, n);
+    return;
   }
-  start_.notify_all();
-  std::exception_ptr mine;
-  try {
-    fn(chunks_[0].first, chunks_[0].second);
-  } catch (...) {
-    mine = std::current_exception();
-  }
-  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(all_done, kSpinMicros)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, all_done);
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (mine) std::rethrow_exception(mine);
-  if (error_) std::rethrow_exception(error_);
+  dynamic_n_ = n;
+  dynamic_chunk_ = chunk;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  dispatch(fn);
 }
 
 }  // namespace luminal::cpu

@@ -28,16 +28,26 @@ class ThreadPool {
   // the last), and returns when all are done. Exceptions from fn are rethrown here.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
+  // Like parallel_for, but [0, n) is cut into chunks of `chunk` that threads take one at a time
+  // from a shared counter, so fn(begin, end) runs several times per thread. For memory-bound
+  // streams on a shared machine: a thread slowed by other work takes fewer chunks instead of
+  // holding everyone at the barrier.
+  void parallel_for_dynamic(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t chunk);
+
   static int default_threads();
 
  private:
   void worker(int index);
+  void run_job(int index);
+  void dispatch(const std::function<void(int64_t, int64_t)>& fn);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_, done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  std::vector<std::pair<int64_t, int64_t>> chunks_;
+  std::vector<std::pair<int64_t, int64_t>> chunks_;  // static split: one range per thread
+  int64_t dynamic_n_ = 0, dynamic_chunk_ = 0;        // dynamic split: chunk size > 0
+  std::atomic<int64_t> next_chunk_{0};
   std::atomic<uint64_t> generation_{0};  // bumped (under mu_) when a job is published
   std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stop_{false};

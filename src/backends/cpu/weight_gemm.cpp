@@ -278,9 +278,10 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
     if (weight_gemm_has_avx2()) gemm_rows_avx2(g, n0, n1);
     else gemm_rows_scalar(g, n0, n1);
   };
-  // Chunks of W rows: multiples of 4 keep the 4-row groups (and the 2-row tiles) whole; 64 rows
-  // at least per thread.
-  if (pool) pool->parallel_for((g.n + 3) / 4, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, 16);
+  // Chunks of 128 W rows (multiples of 4 keep the 4-row groups whole) taken from a shared
+  // counter: on a shared machine a thread slowed by other work takes fewer chunks instead of
+  // holding the other at the end (static halves left one thread idle about 5% of decode).
+  if (pool) pool->parallel_for_dynamic((g.n + 3) / 4, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, 32);
   else rows(0, g.n);
 }
 

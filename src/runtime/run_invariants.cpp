@@ -1,0 +1,84 @@
+#include "runtime/run_invariants.h"
+
+#include <algorithm>
+
+namespace luminal {
+
+namespace {
+
+bool has_dims(const Expr& e) { return !e.dims().empty(); }
+
+bool has_dims(const std::vector<Expr>& v) { return std::any_of(v.begin(), v.end(), [](const Expr& e) { return has_dims(e); }); }
+
+// Whether anything of the node itself (its shape, its iota, how it reads its inputs) depends on
+// a dynamic dim.
+bool reads_dims(const Node& n) {
+  if (has_dims(n.shape) || (n.op == OpKind::Iota && has_dims(n.iota_expr))) return true;
+  for (const Edge& e : n.inputs)
+    for (const ViewLayer& l : e.view.layers())
+      if (has_dims(l.shape) || has_dims(l.strides) || has_dims(l.mask_lo) || has_dims(l.mask_hi) || has_dims(l.offset))
+        return true;
+  return false;
+}
+
+}  // namespace
+
+void RunInvariants::analyse(const Graph& g, const std::vector<NodeId>& order) {
+  invariant_.assign(g.size(), 0);
+  reads_.assign(g.size(), {});
+  std::vector<uint8_t> source(g.size(), 0);  // usable as an invariant node's input
+  for (NodeId id : order) {
+    const Node& n = g.node(id);
+    if (n.op == OpKind::Input) {
+      source[id] = 1;
+      reads_[id] = {id};
+      continue;
+    }
+    // Outputs are the caller's copies; a Scatter may write into its destination in place.
+    if (n.op == OpKind::Output || n.op == OpKind::Scatter || reads_dims(n)) continue;
+    std::vector<NodeId> reads;
+    bool ok = true;
+    for (const Edge& e : n.inputs) {
+      ok = ok && source[e.src];
+      if (!ok) break;
+      for (NodeId r : reads_[e.src])
+        if (std::find(reads.begin(), reads.end(), r) == reads.end()) reads.push_back(r);
+    }
+    if (!ok || reads.size() > kMaxInputsPerValue) continue;
+    invariant_[id] = source[id] = 1;
+    reads_[id] = std::move(reads);
+  }
+}
+
+std::vector<uint64_t> RunInvariants::versions_of(NodeId id) const {
+  std::vector<uint64_t> v;
+  for (NodeId r : reads_[id]) {
+    auto it = version_.find(r);
+    v.push_back(it == version_.end() ? 0 : it->second);
+  }
+  return v;
+}
+
+std::optional<Buffer> RunInvariants::reuse(NodeId id) const {
+  auto it = kept_.find(id);
+  if (it == kept_.end() || it->second.versions != versions_of(id)) return std::nullopt;
+  const Buffer& b = it->second.value;
+  return Buffer::borrow(b.dtype(), b.shape(), b.bytes(), nullptr);
+}
+
+Buffer RunInvariants::keep(NodeId id, Buffer value) {
+  auto it = kept_.find(id);
+  if (it != kept_.end()) {  // recomputed after an input changed: replace
+    kept_bytes_ -= it->second.value.nbytes();
+    kept_.erase(it);
+  }
+  if (value.borrowed() || kept_bytes_ + value.nbytes() > kMaxKeptBytes) return value;
+  kept_bytes_ += value.nbytes();
+  Kept& k = kept_[id];
+  k.value = std::move(value);
+  k.versions = versions_of(id);
+  const Buffer& b = k.value;
+  return Buffer::borrow(b.dtype(), b.shape(), b.bytes(), nullptr);
+}
+
+}  // namespace luminal
