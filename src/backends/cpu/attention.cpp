@@ -65,9 +65,11 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   // Views that one stride per dim cannot express (grouped-query attention's q merges its group
   // and sequence dims) are copied: q is small; the cache's keys and values are read in place.
   F32Operand q(in[0], s[0], /*unit_inner=*/true), kt(in[1], s[1]), v(in[2], s[2]);
-  // The mask as 0/1 in the scores' flat order (one pass; it is as large as one score matrix).
+  // The mask as 0/1 in the scores' flat order (one pass, split over the threads: it is as large
+  // as all the score matrices, and a broadcast view is read element by element).
   std::vector<float> mask(static_cast<size_t>(mask_count));
-  load_floats(in[3], flat_in_bounds(in[3]), 0, mask_count, mask.data());
+  const bool mask_flat = flat_in_bounds(in[3]);
+  pool.parallel_for(mask_count, [&](int64_t b, int64_t e) { load_floats(in[3], mask_flat, b, e - b, mask.data() + b); }, 16384);
   float* o = reinterpret_cast<float*>(out.bytes());
   const float scale = n.constant, ninf = -std::numeric_limits<float>::infinity();
 
