@@ -70,8 +70,7 @@ std::vector<int64_t> Interpreter::concrete(const std::vector<Expr>& shape) const
 Reader::Reader(const Buffer& src, const View& view, const DimMap& dims) : Reader(src, view, view.flat_index(), dims) {}
 
 Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const DimMap& dims)
-    : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()),
-      contiguous_(view.is_contiguous()) {
+    : src_(src), pad_(convert_value(view.pad_value(), src.dtype())), always_valid_(!view.has_mask()), contiguous_(false) {
   // A mask that covers the whole shape once dims are bound (a slice to past+seq of a cache of
   // fixed length) masks nothing: the view is plain strided after all.
   auto mask_is_full = [&](const ViewLayer& l) {
@@ -95,6 +94,14 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
     always_valid_ = true;
     strided_ = strided_of(layers[0]);
     flat_ = Flat{shape_of(layers[0]), *strided_};
+    // Contiguous with these dims (checked on integers: View::is_contiguous proves it for all dims
+    // symbolically, which interns expressions, too slow for every kernel call of a decode step).
+    contiguous_ = strided_->offset == 0;
+    int64_t stride = 1;
+    for (size_t d = flat_->shape.size(); d-- > 0;) {
+      if (flat_->shape[d] != 1 && strided_->strides[d] != stride) contiguous_ = false;
+      stride *= flat_->shape[d];
+    }
     return;  // no index programs: building them (substituting dims) costs more than small kernels
   }
   index_ = ExprProgram(e.index, dims);
