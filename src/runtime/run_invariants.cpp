@@ -59,18 +59,24 @@ std::vector<uint64_t> RunInvariants::versions_of(NodeId id) const {
   return v;
 }
 
-std::optional<Buffer> RunInvariants::reuse(NodeId id) const {
+std::optional<Buffer> RunInvariants::reuse(NodeId id) {
   auto it = kept_.find(id);
   if (it == kept_.end() || it->second.versions != versions_of(id)) return std::nullopt;
+  it->second.reused = true;
   const Buffer& b = it->second.value;
   return Buffer::borrow(b.dtype(), b.shape(), b.bytes(), nullptr);
 }
 
 Buffer RunInvariants::keep(NodeId id, Buffer value) {
   auto it = kept_.find(id);
-  if (it != kept_.end()) {  // recomputed after an input changed: replace
+  if (it != kept_.end()) {  // recomputed after an input changed: replace, or give up on the node
     kept_bytes_ -= it->second.value.nbytes();
+    const bool was_reused = it->second.reused;
     kept_.erase(it);
+    if (!was_reused) {
+      invariant_[id] = 0;
+      return value;
+    }
   }
   if (value.borrowed() || kept_bytes_ + value.nbytes() > kMaxKeptBytes) return value;
   kept_bytes_ += value.nbytes();

@@ -24,9 +24,11 @@ class RunInvariants {
   void input_changed(NodeId input) { ++version_[input]; }
 
   // The kept value of `id` when the inputs it read are unchanged since, else nullopt.
-  std::optional<Buffer> reuse(NodeId id) const;
+  std::optional<Buffer> reuse(NodeId id);
   // Keeps `value` (computed now) when the budget allows; returns what the run should use: a
-  // read-only view of the kept bytes, or `value` itself.
+  // read-only view of the kept bytes, or `value` itself. A node whose kept value is replaced
+  // before it was ever reused (its inputs change every run: a fixed-shape graph's activations)
+  // is not kept again, so its storage goes back to the interpreter's free list as before.
   Buffer keep(NodeId id, Buffer value);
 
   // Kept values are capped in total: copies of large weights would double the model's memory.
@@ -40,6 +42,7 @@ class RunInvariants {
   struct Kept {
     Buffer value;
     std::vector<uint64_t> versions;  // of reads_[id], when it was computed
+    bool reused = false;
   };
   std::map<NodeId, Kept> kept_;
   size_t kept_bytes_ = 0;
