@@ -59,6 +59,7 @@ class FusedJit {
     void* fn;
     bool reduce;                     // FusedReduceFn, else FusedKernelFn
     std::vector<InnerStride> inner;  // per input, along the last axis (reduce: the reduced one)
+    int64_t min_chunk;               // elements per thread worth a split (fewer: one thread)
   };
   bool run_reduce(const Node& n, const Bound& b, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes,
                   Buffer& out, ThreadPool& pool) const;
