@@ -18,6 +18,10 @@ the same prompt (ids (i*7919+13) % vocab, which is what `luminal bench` uses), t
   rss       peak resident set of the engine's process (ru_maxrss from wait4)
 
 luminal:   `luminal bench --threads N --context P+N+16` (its own JSON).
+With --rounds R the whole sequence of engines runs R times, interleaved, and each row reports
+the median round (the rounds themselves go to the JSON): on a shared machine the noise moves every
+engine by 10-20% from one minute to the next, so one round per engine compares moments, not engines.
+
 PyTorch:   AutoModelForCausalLM in bf16 and in float32 (separate processes); the faster dtype (by
            tpot) is reported, the other is printed too. torch.set_num_threads(threads),
            inference_mode, DynamicCache via past_key_values.
@@ -137,6 +141,29 @@ def measure_bandwidth_numpy():
 # ----------------------------------------------------------------------------- driver
 
 
+def merge_rounds(results):
+    """One row per engine: the median round's TTFT and TPOT (each its own median), the largest
+    peak RSS, the load before the first round and after the last; every round's pair is kept."""
+    by = {}
+    for r in results:
+        by.setdefault(r["engine"], []).append(r)
+    merged = []
+    for name, rs in by.items():
+        ok = [r for r in rs if "tpot_ms" in r]
+        if len(rs) == 1 or not ok:
+            merged.append(rs[0])
+            continue
+        m = dict(ok[0])
+        m["ttft_ms"] = statistics.median(r["ttft_ms"] for r in ok)
+        m["tpot_ms"] = statistics.median(r["tpot_ms"] for r in ok)
+        m["peak_rss_bytes_wait4"] = max(r["peak_rss_bytes_wait4"] for r in ok)
+        m["load1_before"], m["load1_after"] = ok[0].get("load1_before", 0), ok[-1].get("load1_after", 0)
+        m["rounds"] = [[r["ttft_ms"], r["tpot_ms"]] for r in ok]
+        m["failed_rounds"] = len(rs) - len(ok)
+        merged.append(m)
+    return merged
+
+
 def run_child_rusage(cmd, env=None, timeout=None):
     """Runs cmd; returns (rc, stdout, stderr, peak RSS bytes of that process alone, wall s).
     Reaps with os.wait4 to get the child's own ru_maxrss."""
@@ -218,6 +245,9 @@ def main():
     ap.add_argument("--torch-python", help="Python with torch + transformers")
     ap.add_argument("--llamacpp-python", help="Python with llama_cpp + numpy")
     ap.add_argument("--bandwidth-gbs", type=float, default=57.0, help="read bandwidth for the floor (GB/s)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole engine sequence this many times, interleaved; rows report the median "
+                         "round (on a shared machine, noise moves every engine by 10-20%% from minute to minute)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
     ap.add_argument("--json-out", help="also write all results to this file")
     ap.add_argument("--wait-load", type=float, default=0,
@@ -285,37 +315,40 @@ def main():
                   f"load {r.get('load1_before', 0):.1f} -> {r.get('load1_after', 0):.1f}", flush=True)
         return r
 
-    if "luminal" in engines:
-        if not a.luminal:
-            sys.exit("--luminal PATH is needed for the luminal engine (or leave it out of --engines)")
-        cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
-               "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
-        cmd += a.luminal_args.split()
-        run_engine("luminal", cmd)
+    if "luminal" in engines and not a.luminal:
+        sys.exit("--luminal PATH is needed for the luminal engine (or leave it out of --engines)")
+    for rnd in range(a.rounds):
+        if a.rounds > 1:
+            print(f"round {rnd + 1} of {a.rounds}", flush=True)
+        if "luminal" in engines:
+            cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
+                   "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
+            cmd += a.luminal_args.split()
+            run_engine("luminal", cmd)
 
-    if "pytorch" in engines:
-        py = find_python(a.torch_python, ["torch", "transformers"])
-        if not py:
-            print("  pytorch: no Python with torch + transformers (--torch-python)", flush=True)
-        else:
-            tried = []
-            for dt in [d.strip() for d in a.torch_dtypes.split(",") if d.strip()]:
-                cmd = [py, here, "--worker", "torch", "--dtype", dt] + common
-                tried.append(run_engine(f"pytorch-{dt}", cmd))
-            ok = [r for r in tried if "tpot_ms" in r]
-            if ok:
-                best = min(ok, key=lambda r: r["tpot_ms"])
-                best["best_of_dtypes"] = True
+        if "pytorch" in engines:
+            py = find_python(a.torch_python, ["torch", "transformers"])
+            if not py:
+                print("  pytorch: no Python with torch + transformers (--torch-python)", flush=True)
+            else:
+                for dt in [d.strip() for d in a.torch_dtypes.split(",") if d.strip()]:
+                    cmd = [py, here, "--worker", "torch", "--dtype", dt] + common
+                    run_engine(f"pytorch-{dt}", cmd)
 
-    if "llama.cpp" in engines:
-        py = find_python(a.llamacpp_python, ["llama_cpp", "numpy"])
-        if not a.gguf:
-            print("  llama.cpp: skipped (no --gguf)", flush=True)
-        elif not py:
-            print("  llama.cpp: no Python with llama_cpp (--llamacpp-python)", flush=True)
-        else:
-            cmd = [py, here, "--worker", "llamacpp", "--gguf", a.gguf] + common
-            run_engine("llama.cpp", cmd)
+        if "llama.cpp" in engines:
+            py = find_python(a.llamacpp_python, ["llama_cpp", "numpy"])
+            if not a.gguf:
+                print("  llama.cpp: skipped (no --gguf)", flush=True)
+            elif not py:
+                print("  llama.cpp: no Python with llama_cpp (--llamacpp-python)", flush=True)
+            else:
+                cmd = [py, here, "--worker", "llamacpp", "--gguf", a.gguf] + common
+                run_engine("llama.cpp", cmd)
+
+    results[:] = merge_rounds(results)
+    torch_rows = [r for r in results if r["engine"].startswith("pytorch-") and "tpot_ms" in r]
+    if torch_rows:
+        min(torch_rows, key=lambda r: r["tpot_ms"])["best_of_dtypes"] = True
 
     # Bandwidth: the given figure, plus a one-thread numpy sum for reference.
     rc, out, err, _, _ = run_child_rusage([sys.executable, here, "--worker", "bandwidth", "--model-dir", a.model_dir])
@@ -348,13 +381,17 @@ def main():
         load = f"{r.get('load1_before', 0):.1f}->{r.get('load1_after', 0):.1f}"
         print(f"| {name:<16} | {r['ttft_ms']:>9.1f} | {r['tpot_ms']:>8.2f} | {tps:>6.2f} | {rss:>11.2f} | "
               f"{r['tpot_ms'] / floor_ms:>9.2f}x | {rt:>19} | {rp:>19} | {load:>9} |")
+    for r in results:
+        if r.get("rounds"):
+            print(f"  {r['engine']} rounds (ttft / tpot ms): "
+                  + ", ".join(f"{t:.0f} / {p:.1f}" for t, p in r["rounds"]))
     print("(* the faster PyTorch dtype; ratios > 1 mean luminal is slower; load1 = 1-minute load average "
           f"before -> after the engine's run, on {os.cpu_count()} CPUs: above ~{a.threads} other work was competing)")
     print()
     summary = []
     for r in results:
         j = {k: r.get(k) for k in ("engine", "ttft_ms", "tpot_ms", "load_ms", "compile_ms", "tpot_mean_ms", "version",
-                                   "best_of_dtypes", "cpu_s", "load1_before", "load1_after", "error")
+                                   "best_of_dtypes", "cpu_s", "load1_before", "load1_after", "error", "rounds")
              if r.get(k) is not None}
         if "tpot_ms" in r:
             j["tokens_per_s"] = 1000 / r["tpot_ms"] if r["tpot_ms"] > 0 else 0
