@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
+#include "runtime/flat_read.h"
 #include "runtime/strided_operand.h"
 
 namespace luminal::cpu {
@@ -62,9 +64,16 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   for (int64_t x : s[3]) mask_count *= x;
   if (mask_count != batch * m * nk) return false;
 
-  // Views that one stride per dim cannot express (grouped-query attention's q merges its group
-  // and sequence dims) are copied: q is small; the cache's keys and values are read in place.
-  F32Operand q(in[0], s[0], /*unit_inner=*/true), kt(in[1], s[1]), v(in[2], s[2]);
+  // The cache's keys and values are read in place. A q view that one stride per dim cannot
+  // express (grouped-query attention's q merges its group and sequence dims) is read block by
+  // block inside the tasks below (its rows are consecutive in q's flat order), or copied whole
+  // for the row-at-a-time path.
+  F32Operand kt(in[1], s[1]), v(in[2], s[2]);
+  const auto& q_strided = in[0].strided();
+  const bool q_in_place = q_strided && in[0].dtype() == DType::F32 && q_strided->strides.back() == 1;
+  std::optional<F32Operand> q_whole;
+  if (q_in_place) q_whole.emplace(in[0], s[0], /*unit_inner=*/true);
+  const bool q_flat = !q_in_place && flat_in_bounds(in[0]);
   // The mask as 0/1 in the scores' flat order (one pass, split over the threads: it is as large
   // as all the score matrices, and a broadcast view is read element by element).
   std::vector<float> mask(static_cast<size_t>(mask_count));
@@ -83,16 +92,28 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     const int64_t row_block = std::max<int64_t>(16, (int64_t(1) << 18) / std::max<int64_t>(1, nk));
     const int64_t blocks = (m + row_block - 1) / row_block;
     pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
-      std::vector<float> scores;
+      std::vector<float> scores, q_block;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bi = t / blocks, i0 = (t % blocks) * row_block, rows = std::min(row_block, m - i0);
-        int64_t qb = q.offset, kb = kt.offset, vb = v.offset, unused = 0;
-        add_batch_offsets(bi, s[0], q.strides, kt.strides, qb, kb);
+        int64_t qb = 0, kb = kt.offset, vb = v.offset, unused = 0;
+        const float* qa;
+        int64_t lda;
+        if (q_whole) {
+          qb = q_whole->offset;
+          add_batch_offsets(bi, s[0], q_whole->strides, kt.strides, qb, kb);
+          qa = q_whole->data + qb + i0 * q_whole->strides[r - 2];
+          lda = q_whole->strides[r - 2];
+        } else {
+          add_batch_offsets(bi, s[0], kt.strides, kt.strides, kb, unused);
+          q_block.resize(static_cast<size_t>(rows * k));
+          load_floats(in[0], q_flat, (bi * m + i0) * k, rows * k, q_block.data());
+          qa = q_block.data();
+          lda = k;
+        }
+        unused = 0;
         add_batch_offsets(bi, s[0], v.strides, v.strides, vb, unused);
         scores.resize(static_cast<size_t>(rows * nk));
-        weight_gemm({q.data + qb + i0 * q.strides[r - 2], q.strides[r - 2], kt.data + kb, kt.strides[r - 1], DType::F32,
-                     scores.data(), nk, rows, nk, k},
-                    nullptr);
+        weight_gemm({qa, lda, kt.data + kb, kt.strides[r - 1], DType::F32, scores.data(), nk, rows, nk, k}, nullptr);
         for (int64_t i = 0; i < rows; ++i) {
           float* row = scores.data() + i * nk;
           const float* mr = mask.data() + (bi * m + i0 + i) * nk;
@@ -106,6 +127,8 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     return true;
   }
   // Any other layout: one query row at a time, dot products with every key.
+  if (!q_whole) q_whole.emplace(in[0], s[0], /*unit_inner=*/true);
+  const F32Operand& q = *q_whole;
   pool.parallel_for(batch * m, [&](int64_t r0, int64_t r1) {
     std::vector<float> scores(static_cast<size_t>(nk));
     for (int64_t row = r0; row < r1; ++row) {
