@@ -1,9 +1,9 @@
 // GEMV with a 4096x4096 weight (bf16 and f32) against this machine's measured memory read
 // bandwidth, in one run. Decode streams every layer's weights once per token, so the weights
 // rotate through 16 distinct matrices (512 MiB in bf16): each GEMV reads cold memory, as in a
-// model, not a copy left in the last-level cache; the same for 2 to 12 rows of A. Also: GEMMs of 32, 128 and 512 rows against
-// the same weight shape (prefill, compute-bound) and attention's probabilities × values, in
-// GFLOP/s, the median of the reps after one warm-up call.
+// model, not a copy left in the last-level cache; the same for 2 to 12 rows of A. Also: GEMMs
+// of 32, 128 and 512 rows against the same weight shape (prefill, compute-bound) and
+// attention's probabilities × values, in GFLOP/s, the median of the reps after one warm-up call.
 //
 //   ./build/benchmarks/gemv_bench [--threads N] [--reps R]
 #include <immintrin.h>

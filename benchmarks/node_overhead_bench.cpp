@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/fused_jit.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/cache_paths.h"
 #include "frontend/ops.h"
 #include "runtime/interpreter.h"
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   cpu::ThreadPool pool(2);
   Interpreter it(g);
   cpu::FusedJit jit;
-  jit.prepare(it.graph(), std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/luminal");
+  jit.prepare(it.graph(), default_cache_dir());
   std::printf("%s\n", jit.status().c_str());
   it.set_kernel_hook(cpu::cpu_kernels(pool, &jit));
   const std::vector<float> ones(1024, 1.0f);

@@ -165,23 +165,28 @@ static NodeId find_named(const std::vector<Node>& nodes, OpKind op, const std::s
 NodeId Graph::find_input(const std::string& name) const { return find_named(nodes_, OpKind::Input, name, "input"); }
 NodeId Graph::find_output(const std::string& name) const { return find_named(nodes_, OpKind::Output, name, "output"); }
 
-std::vector<std::string> Graph::dims() const {
+std::vector<std::string> node_dims(const Node& n) {
   std::set<std::string> all;
   auto add_expr = [&](const Expr& e) {
     for (auto& d : e.dims()) all.insert(d);
   };
-  for (const Node& n : nodes_) {
-    for (const Expr& d : n.shape) add_expr(d);
-    if (n.op == OpKind::Iota) add_expr(n.iota_expr);
-    for (const Edge& e : n.inputs)
-      for (const ViewLayer& l : e.view.layers()) {
-        for (const Expr& d : l.shape) add_expr(d);
-        for (const Expr& d : l.strides) add_expr(d);
-        for (const Expr& d : l.mask_lo) add_expr(d);
-        for (const Expr& d : l.mask_hi) add_expr(d);
-        add_expr(l.offset);
-      }
-  }
+  for (const Expr& d : n.shape) add_expr(d);
+  if (n.op == OpKind::Iota) add_expr(n.iota_expr);
+  for (const Edge& e : n.inputs)
+    for (const ViewLayer& l : e.view.layers()) {
+      for (const Expr& d : l.shape) add_expr(d);
+      for (const Expr& d : l.strides) add_expr(d);
+      for (const Expr& d : l.mask_lo) add_expr(d);
+      for (const Expr& d : l.mask_hi) add_expr(d);
+      add_expr(l.offset);
+    }
+  return {all.begin(), all.end()};
+}
+
+std::vector<std::string> Graph::dims() const {
+  std::set<std::string> all;
+  for (const Node& n : nodes_)
+    for (std::string& d : node_dims(n)) all.insert(std::move(d));
   return {all.begin(), all.end()};
 }
 

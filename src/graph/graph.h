@@ -31,6 +31,10 @@ struct Node {
   std::vector<int64_t> code; // Kernel: an encoded program (fused kernels, graph/fused_program.h)
 };
 
+// The dynamic dims a node itself uses (in its shape, its iota and the views it reads through),
+// sorted; Graph::dims() is their union over the graph.
+std::vector<std::string> node_dims(const Node& n);
+
 class Graph {
  public:
   // Builders check their inputs (ranks, shapes, dtypes) and throw Error on a mismatch.

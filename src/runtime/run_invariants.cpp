@@ -4,25 +4,6 @@
 
 namespace luminal {
 
-namespace {
-
-bool has_dims(const Expr& e) { return !e.dims().empty(); }
-
-bool has_dims(const std::vector<Expr>& v) { return std::any_of(v.begin(), v.end(), [](const Expr& e) { return has_dims(e); }); }
-
-// Whether anything of the node itself (its shape, its iota, how it reads its inputs) depends on
-// a dynamic dim.
-bool reads_dims(const Node& n) {
-  if (has_dims(n.shape) || (n.op == OpKind::Iota && has_dims(n.iota_expr))) return true;
-  for (const Edge& e : n.inputs)
-    for (const ViewLayer& l : e.view.layers())
-      if (has_dims(l.shape) || has_dims(l.strides) || has_dims(l.mask_lo) || has_dims(l.mask_hi) || has_dims(l.offset))
-        return true;
-  return false;
-}
-
-}  // namespace
-
 void RunInvariants::analyse(const Graph& g, const std::vector<NodeId>& order) {
   invariant_.assign(g.size(), 0);
   reads_.assign(g.size(), {});
@@ -35,7 +16,7 @@ void RunInvariants::analyse(const Graph& g, const std::vector<NodeId>& order) {
       continue;
     }
     // Outputs are the caller's copies; a Scatter may write into its destination in place.
-    if (n.op == OpKind::Output || n.op == OpKind::Scatter || reads_dims(n)) continue;
+    if (n.op == OpKind::Output || n.op == OpKind::Scatter || !node_dims(n).empty()) continue;
     std::vector<NodeId> reads;
     bool ok = true;
     for (const Edge& e : n.inputs) {

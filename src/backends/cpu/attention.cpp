@@ -95,23 +95,21 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
       std::vector<float> scores, q_block;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bi = t / blocks, i0 = (t % blocks) * row_block, rows = std::min(row_block, m - i0);
-        int64_t qb = 0, kb = kt.offset, vb = v.offset, unused = 0;
+        int64_t kb = kt.offset, vb = v.offset;
+        add_batch_offsets(bi, s[0], kt.strides, v.strides, kb, vb);
         const float* qa;
         int64_t lda;
         if (q_whole) {
-          qb = q_whole->offset;
-          add_batch_offsets(bi, s[0], q_whole->strides, kt.strides, qb, kb);
+          int64_t qb = q_whole->offset, unused = 0;
+          add_batch_offsets(bi, s[0], q_whole->strides, q_whole->strides, qb, unused);
           qa = q_whole->data + qb + i0 * q_whole->strides[r - 2];
           lda = q_whole->strides[r - 2];
         } else {
-          add_batch_offsets(bi, s[0], kt.strides, kt.strides, kb, unused);
           q_block.resize(static_cast<size_t>(rows * k));
           load_floats(in[0], q_flat, (bi * m + i0) * k, rows * k, q_block.data());
           qa = q_block.data();
           lda = k;
         }
-        unused = 0;
-        add_batch_offsets(bi, s[0], v.strides, v.strides, vb, unused);
         scores.resize(static_cast<size_t>(rows * nk));
         weight_gemm({qa, lda, kt.data + kb, kt.strides[r - 1], DType::F32, scores.data(), nk, rows, nk, k}, nullptr);
         for (int64_t i = 0; i < rows; ++i) {

@@ -358,7 +358,7 @@ bool FusedJit::run_reduce(const Node& n, const Bound& b, const std::vector<Reade
   auto call = [&](int64_t o0, int64_t o1) {
     fn(ptrs.data(), off.data(), st.data(), out.bytes(), domain.data(), static_cast<int64_t>(rank), static_cast<int64_t>(axis), o0, o1);
   };
-  const int64_t len = std::max<int64_t>(1, domain[axis]), min_chunk = 8192;
+  const int64_t len = std::max<int64_t>(1, domain[axis]), min_chunk = b.min_chunk;
   if (n_out * len < 2 * min_chunk || n_out == 1 || pool.size() == 1) call(0, n_out);
   else pool.parallel_for(n_out, call, std::max<int64_t>(1, min_chunk / len));
   return true;

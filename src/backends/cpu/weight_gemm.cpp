@@ -114,8 +114,8 @@ __attribute__((target("avx2,fma"))) void gemv_rows4(const WeightGemm& g, int64_t
   for (; j < n1; ++j) g.c[j] = dot_row(x, static_cast<const uint8_t*>(g.w) + j * ldw * es, g.w_dtype, k);
 }
 
-// A few rows of A (2 <= m < the packed GEMM's threshold, in slices of kFewMaxRows): still a stream over W, so W must be
-// read from memory once, in several streams. Four W rows at a time, k in chunks of kFewChunk:
+// A few rows of A (2 <= m < the packed GEMM's threshold, in slices of kFewMaxRows): still a
+// stream over W, so W must be read from memory once, in several streams. Four W rows at a time, k in chunks of kFewChunk:
 // the chunk of W (2 KB in bf16) stays in L1 while every pair of A rows passes over it, and the
 // partial sums wait in `acc` between chunks. The first pass prefetches the next four rows, as
 // the GEMV does. 4×2 tiles of 8 accumulators plus 4 W and 2 A registers fit AVX2's 16.
@@ -280,7 +280,8 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
   };
   // Chunks of 128 W rows (multiples of 4 keep the 4-row groups whole) taken from a shared
   // counter: on a shared machine a thread slowed by other work takes fewer chunks instead of
-  // holding the other at the end (static halves left one thread idle about 5% of decode).
+  // holding the other at the end (perf showed the main thread waiting there with static
+  // halves; interleaved A/B decode runs put the two within noise).
   if (pool) pool->parallel_for_dynamic((g.n + 3) / 4, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, 32);
   else rows(0, g.n);
 }
