@@ -172,7 +172,8 @@ using NodeKernels = std::vector<std::pair<const Node*, NodeKernel>>;
 // Elements per thread below which a split costs more than it saves. A program that calls the
 // math library per element (exp2, log2, sin: a gated MLP's silu) runs about ten times slower
 // per element than plain arithmetic, so it splits eight times sooner: decode's [1, 3072] silu·up
-// went from 44–53 to 28–32 µs per call (Qwen3-0.6B, 2 threads, `bench --profile`).
+// went from 44–53 to 28–32 µs per call (Qwen3-0.6B, 2 threads, `bench --profile` with a
+// temporary per-shape label).
 int64_t min_chunk_of(const NodeKernel& k) {
   if (k.reduce) return 8192;
   for (const FusedInstr& in : k.sig.program.instrs)
