@@ -98,6 +98,34 @@ ARCHS = {
             vocab_size=128256,
         ),
     ),
+    # meta-llama/Meta-Llama-3-8B config.json (the CUDA backend's benchmark model)
+    "llama-3-8b": dict(
+        model_type="llama",
+        tokenizer="llama3",
+        config=dict(
+            architectures=["LlamaForCausalLM"],
+            attention_bias=False,
+            attention_dropout=0.0,
+            bos_token_id=128000,
+            eos_token_id=128001,
+            head_dim=128,
+            hidden_act="silu",
+            hidden_size=4096,
+            initializer_range=0.02,
+            intermediate_size=14336,
+            max_position_embeddings=8192,
+            mlp_bias=False,
+            num_attention_heads=32,
+            num_hidden_layers=32,
+            num_key_value_heads=8,
+            pretraining_tp=1,
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+            tie_word_embeddings=False,
+            use_cache=True,
+            vocab_size=128256,
+        ),
+    ),
 }
 
 

@@ -20,7 +20,7 @@ void add_model_options(Args& a) {
   a.option("--model", "PATH", "a Hugging Face model folder (config.json + safetensors) or a .gguf file")
       .option("--context", "N", "KV cache length in tokens (default: max_position_embeddings, at most 4096)")
       .option("--search", "N", "candidate plans to profile when compiling", "0")
-      .option("--backend", "NAME", "where to run: cpu (native kernels, threads) or reference (the exact interpreter)", "cpu")
+      .option("--backend", "NAME", "where to run: cpu (native kernels, threads), cuda (the GPU) or reference (the exact interpreter)", "cpu")
       .option("--threads", "N", "cpu backend threads (default: $LUMINAL_THREADS or all)")
       .option("--cache", "DIR", "plan cache folder (default: $LUMINAL_CACHE_DIR or ~/.cache/luminal)")
       .flag("--no-cache", "do not read or write the plan cache")

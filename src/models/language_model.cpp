@@ -11,6 +11,9 @@
 #include "backends/cpu/fused_jit.h"
 #include "core/cache_paths.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/nvrtc.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
 #include "models/model_files.h"
@@ -68,8 +71,13 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   build_decoder(g, c, go);
 
   report("compiling", 0);
-  if (opts.backend != "cpu" && opts.backend != "reference")
-    throw Error("backend '" + opts.backend + "' is not available (available: cpu, reference)");
+  if (opts.backend != "cpu" && opts.backend != "reference" && opts.backend != "cuda")
+    throw Error("backend '" + opts.backend + "' is not available (available: cpu, cuda, reference)");
+  if (opts.backend == "cuda") {  // before any work: say at once why the GPU cannot be used
+    std::string why = cuda::unavailable_reason();
+    if (why.empty()) why = cuda::nvrtc_unavailable_reason();
+    if (!why.empty()) throw Error("the cuda backend cannot run here: " + why);
+  }
   const bool jit = opts.backend == "cpu" && opts.jit && !jit_disabled_by_env();
   const std::string kernel_dir = opts.kernel_cache_dir.empty() ? default_cache_dir() : opts.kernel_cache_dir;
   if (opts.backend == "cpu") m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);
@@ -84,7 +92,12 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   report("compiling", 1);
 
   m.backend_ = opts.backend;
-  m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
+  if (opts.backend == "cuda") {
+    report("compiling CUDA kernels", 0);
+    m.cuda_ = std::make_unique<cuda::CudaExecutor>(m.compiled_.plan, kernel_dir);
+  } else {
+    m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
+  }
   if (opts.backend == "cpu") {
     if (jit) {
       report("generating kernels", 0);
@@ -93,7 +106,6 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     }
     m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get()));
   }
-  Interpreter& rt = *m.runtime_;
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
   // On the CPU backend weights are copied into huge pages (see runtime/huge_page_arena.h).
   std::shared_ptr<HugePageArena> arena;
@@ -119,17 +131,17 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       shape.push_back(e.value());
     }
     if (n.name.rfind("cache.", 0) == 0) {
-      rt.set_input(n.name, Buffer(DType::F32, shape));
+      m.set_input(n.name, Buffer(DType::F32, shape));
     } else if (n.name.rfind("rope.", 0) == 0) {
       std::string rest = n.name.substr(5);
       std::string key = rest.substr(0, rest.rfind('.'));
       int64_t head_dim = std::stoll(rest.substr(rest.rfind('.') + 1));
-      rt.set_input(n.name, Buffer::f32(c.rope(key).inv_freq(head_dim), shape));
+      m.set_input(n.name, Buffer::f32(c.rope(key).inv_freq(head_dim), shape));
     } else {
       Buffer w = files.weights->load(n.name, shape);
       if (w.dtype() != n.dtype) w = w.cast(n.dtype);
       m.weight_bytes_ += w.nbytes();
-      rt.set_input(n.name, arena ? arena->adopt(w) : std::move(w));
+      m.set_input(n.name, arena ? arena->adopt(w) : std::move(w));
     }
   }
   report("loading weights", 1);
@@ -160,6 +172,14 @@ std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
   for (int32_t id : ids)
     if (id < 0 || id >= config_.vocab)
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(config_.vocab - 1) + ")");
+  if (cuda_) {
+    cuda_->set_input("tokens", Buffer::i32(ids, {n}));
+    cuda_->set_dim("seq", n);
+    cuda_->set_dim("past", position_);
+    cuda_->run();
+    position_ += n;
+    return cuda_->output_f32("logits");
+  }
   Interpreter& rt = *runtime_;
   rt.set_input("tokens", Buffer::i32(ids, {n}));
   rt.set_dim("seq", n);
@@ -167,6 +187,16 @@ std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
   rt.run();
   position_ += n;
   return rt.output_f32("logits");
+}
+
+void LanguageModel::set_input(const std::string& name, Buffer data) {
+  if (cuda_) cuda_->set_input(name, data);  // uploaded; the host copy goes when `data` does
+  else runtime_->set_input(name, std::move(data));
+}
+
+Interpreter& LanguageModel::runtime() {
+  if (!runtime_) throw Error("the " + backend_ + " backend has no kernel-by-kernel profile yet (use --backend cpu)");
+  return *runtime_;
 }
 
 void LanguageModel::rewind(int64_t n) {

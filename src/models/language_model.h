@@ -15,6 +15,9 @@ namespace luminal::cpu {
 class ThreadPool;
 class FusedJit;
 }
+namespace luminal::cuda {
+class CudaExecutor;
+}
 
 namespace luminal {
 
@@ -22,7 +25,7 @@ struct ModelOptions {
   int64_t context = 0;      // KV cache length; 0: max_position_embeddings capped at 4096
   bool all_logits = false;  // step() returns logits for every position, not just the last
   int search = 0;           // candidate plans to profile (0: the cost model's plan)
-  std::string backend = "cpu";  // cpu (native kernels, threads) or reference (the exact interpreter)
+  std::string backend = "cpu";  // cpu (native kernels, threads), cuda (the GPU) or reference (the exact interpreter)
   int threads = 0;          // cpu backend threads; 0: $LUMINAL_THREADS or all hardware threads
   std::string cache_dir;    // plan cache folder; empty: no cache
   bool jit = true;          // cpu backend: generate and compile fused kernels at load
@@ -58,7 +61,8 @@ class LanguageModel {
   size_t cache_bytes() const;
   const CompileResult& compiled() const { return compiled_; }
   const std::string& backend() const { return backend_; }
-  Interpreter& runtime() { return *runtime_; }  // the plan runner (profiling, inspection)
+  // The plan runner on the cpu and reference backends (profiling, inspection); Error on cuda.
+  Interpreter& runtime();
   std::string jit_status() const;  // what the cpu backend's kernel generator did
 
  private:
@@ -66,7 +70,9 @@ class LanguageModel {
   ModelConfig config_;
   std::unique_ptr<cpu::ThreadPool> pool_;  // before runtime_: the runtime's kernels use it
   std::unique_ptr<cpu::FusedJit> jit_;
-  std::unique_ptr<Interpreter> runtime_;
+  std::unique_ptr<Interpreter> runtime_;         // cpu and reference backends
+  std::unique_ptr<cuda::CudaExecutor> cuda_;     // cuda backend
+  void set_input(const std::string& name, Buffer data);
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
   bool all_logits_ = false;

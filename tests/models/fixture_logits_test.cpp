@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/nvrtc.h"
 #include "models/fixture.h"
 #include "models/language_model.h"
 
@@ -12,9 +14,14 @@ namespace {
 
 using fixtures::Reference;
 
-// (fixture, backend): the reference interpreter and the cpu backend must both match.
+// (fixture, backend): the reference interpreter, the cpu backend and the cuda backend (where
+// a GPU is) must all match.
 class FixtureModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
+  void SetUp() override {
+    if (std::get<1>(GetParam()) == "cuda" && !(cuda::unavailable_reason().empty() && cuda::nvrtc_unavailable_reason().empty()))
+      GTEST_SKIP() << "no GPU here: " << cuda::unavailable_reason() << cuda::nvrtc_unavailable_reason();
+  }
   std::string name() const { return std::get<0>(GetParam()); }
   ModelOptions options(int64_t context, bool all_logits) const {
     ModelOptions o;
@@ -68,7 +75,7 @@ TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, FixtureModel,
                          ::testing::Combine(::testing::ValuesIn(fixtures::model_names()),
-                                            ::testing::Values("reference", "cpu")),
+                                            ::testing::Values("reference", "cpu", "cuda")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
                            for (char& ch : n)

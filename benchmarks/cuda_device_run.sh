@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: the CUDA backend's tests, then its speed on a random-weight model
+# of a real architecture, with Hugging Face eager on the same weights for scale.
+#
+# The device image has no GoogleTest, nlohmann-json or PCRE2 headers, so the binaries are built
+# here and carried:
+#   cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release
+#   ninja -C build-dev luminal tests/test_cuda tests/test_models
+#   mkdir -p build-dev/lib && cp /lib/x86_64-linux-gnu/libpcre2-8.so.0 build-dev/lib/
+#   strip build-dev/luminal build-dev/tests/test_cuda build-dev/tests/test_models
+# then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
+#   ARCH=qwen3-0.6b bash benchmarks/cuda_device_run.sh
+set -uo pipefail
+BIN=${BIN:-build-dev}
+ARCH=${ARCH:-qwen3-0.6b}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
+# The tests were built with their data folder's path here (/work/main/tests/data).
+if [ ! -e /work/main/tests/data ]; then mkdir -p /work && ln -sfn "$PWD" /work/main; fi
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
+
+echo "== test_cuda"
+"$BIN/tests/test_cuda" > "$OUT/test_cuda.txt" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected|element" "$OUT/test_cuda.txt" | head -n 40
+
+echo "== fixture models on cuda"
+"$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda.txt" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
+
+echo "== random $ARCH"
+python3 scripts/make_random_model.py --arch "$ARCH" --out "/tmp/$ARCH" --no-gguf 2>&1 | tail -n 2
+echo "== luminal --backend cuda"
+"$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" \
+  --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 3
+echo "== transformers eager (bf16, cuda)"
+python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
+import sys, time, torch
+from transformers import AutoModelForCausalLM
+path, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
+vocab = m.config.vocab_size
+ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(prompt)]], device="cuda")
+def run():
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    with torch.no_grad():
+        out = m(ids, use_cache=True)
+        torch.cuda.synchronize(); ttft = time.perf_counter() - t0
+        past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        t1 = time.perf_counter()
+        for _ in range(new):
+            out = m(tok, past_key_values=past, use_cache=True)
+            past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+    return ttft * 1e3, (time.perf_counter() - t1) / new * 1e3
+run()
+r = sorted(run() for _ in range(3))[1]
+print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
+EOF

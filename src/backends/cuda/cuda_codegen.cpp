@@ -1,0 +1,404 @@
+#include "backends/cuda/cuda_codegen.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "backends/cpu/fused_codegen.h"
+#include "core/cache_paths.h"
+#include "core/error.h"
+#include "graph/fused_program.h"
+#include "runtime/buffer.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+using namespace luminal::cpu::codegen;
+using cpu::emit_program;
+
+std::string float_lit(float f) {
+  if (f != f) return "__int_as_float(0x7fc00000)";
+  if (f == __builtin_inff()) return "__int_as_float(0x7f800000)";
+  if (f == -__builtin_inff()) return "__int_as_float((int)0xff800000u)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", static_cast<double>(f));  // hex: exact
+  return std::string("(float)") + buf;
+}
+
+// A literal of value type `t` (float or int32_t) holding v, converted as Cast would.
+std::string value_lit(double v, DType t) {
+  double c = convert_value(v, t);
+  if (is_int(t)) return "(int32_t)(" + std::to_string(static_cast<int64_t>(c)) + "LL)";
+  return float_lit(static_cast<float>(c));
+}
+
+std::string c(const Expr& e) { return "(" + e.to_c("lm_q") + ")"; }
+
+Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to) {
+  Expr p = 1;
+  for (size_t d = from; d < to && d < shape.size(); ++d) p = p * shape[d];
+  return p;
+}
+
+// A one-instruction program: what a primitive elementwise node computes, so that it goes
+// through the same emitter (and rounding) as fused kernels.
+FusedProgram single(OpKind op, DType out, DType in0, int n_inputs) {
+  FusedProgram p;
+  p.n_inputs = n_inputs;
+  FusedInstr i;
+  i.op = static_cast<int>(op);
+  i.dtype = out;
+  i.in_dtype = in0;
+  i.a = 0;
+  i.b = n_inputs > 1 ? 1 : -1;
+  p.instrs.push_back(i);
+  return p;
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const Graph& g, NodeId id) : g_(g), n_(g.node(id)), dims_(node_dims(g.node(id))) {
+    if (dims_.size() > static_cast<size_t>(kMaxKernelDims))
+      throw Error("CUDA backend: node " + std::to_string(id) + " uses " + std::to_string(dims_.size()) +
+                  " dynamic dims; generated kernels take at most " + std::to_string(kMaxKernelDims));
+    for (const Edge& e : n_.inputs) in_dtypes_.push_back(g.node(e.src).dtype);
+  }
+
+  const std::vector<std::string>& dims() const { return dims_; }
+  DType in_dtype(size_t i) const { return in_dtypes_[i]; }
+  const std::vector<Expr>& in_shape(size_t i) const { return n_.inputs[i].view.shape(); }
+
+  // The function's opening: dims as locals, one loader lambda per input (lm_ld<i>(flat index)
+  // gives the value through the view, the pad value where the view's mask says so).
+  std::string preamble() const {
+    std::ostringstream s;
+    for (size_t i = 0; i < dims_.size(); ++i) s << "  const long long " << dims_[i] << " = lm_d.v[" << i << "];\n";
+    for (size_t i = 0; i < n_.inputs.size(); ++i) {
+      const View& v = n_.inputs[i].view;
+      IndexExprs ix = v.flat_index();
+      DType t = in_dtypes_[i];
+      s << "  auto lm_ld" << i << " = [&](long long lm_q) -> " << value_type(t) << " {\n";
+      if (!ix.valid.is_const(1)) s << "    if (!" << c(ix.valid) << ") return " << value_lit(v.pad_value(), t) << ";\n";
+      s << "    return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_in" + std::to_string(i) + ")[" + c(ix.index) + "]")
+        << ";\n  };\n";
+    }
+    return s.str();
+  }
+
+  // The whole function around `body`, named by a hash of its text; added to `source` once.
+  std::string finish(const std::string& body, std::string& source, std::vector<std::string>& defined) const {
+    std::ostringstream params;
+    params << "(char* __restrict__ lm_out";
+    for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
+    params << ", LmDims lm_d)";
+    std::string text = params.str() + " {\n" + preamble() + body + "}\n";
+    std::string name = "lm_" + hash_key(text);
+    if (std::find(defined.begin(), defined.end(), name) == defined.end()) {
+      defined.push_back(name);
+      source += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlockThreads) + ") " + name + text + "\n";
+    }
+    return name;
+  }
+
+  std::string out_store(const std::string& at, const std::string& value, DType from) const {
+    return "((" + std::string(storage_type(n_.dtype)) + "*)lm_out)[" + at + "] = " + store(n_.dtype, convert(value, from, n_.dtype)) + ";\n";
+  }
+
+  // `x<i> = lm_ld<i>(at)` for every input, then the program, then the store at `at`.
+  std::string program_at(const FusedProgram& p, const std::string& at, const std::string& indent) const {
+    std::ostringstream s;
+    std::vector<DType> dt(in_dtypes_.begin(), in_dtypes_.begin() + p.n_inputs);
+    for (int i = 0; i < p.n_inputs; ++i) s << indent << "const " << value_type(dt[i]) << " x" << i << " = lm_ld" << i << "(" << at << ");\n";
+    if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, dt, "v", indent))
+      throw Error("CUDA backend: cannot generate code for a fused program of node kind " + n_.kernel);
+    s << indent << out_store(at, "v" + std::to_string(p.instrs.size() - 1), p.instrs.back().dtype);
+    return s.str();
+  }
+
+ private:
+  const Graph& g_;
+  const Node& n_;
+  std::vector<std::string> dims_;
+  std::vector<DType> in_dtypes_;
+};
+
+const char* kGridLoop =
+    "  for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_count;"
+    " lm_z += (long long)gridDim.x * blockDim.x) {\n";
+
+// The accumulator of SumReduce / MaxReduce in dtype t, as ReduceAcc keeps it: f32 sums and
+// maxima, i32 sums wrapping (unsigned), i32/bool maxima.
+struct Acc {
+  std::string type, init, combine;  // combine: a lambda (a, b) -> acc
+  std::string result(DType t) const {
+    if (is_int(t)) return t == DType::Bool ? "(int32_t)(lm_acc != 0)" : "(int32_t)lm_acc";
+    return convert("lm_acc", DType::F32, t);
+  }
+};
+
+Acc accumulator(bool sum, DType t) {
+  if (sum && !is_int(t)) return {"float", "0.0f", "[](float a, float b) { return a + b; }"};
+  if (sum) return {"unsigned int", "0u", "[](unsigned int a, unsigned int b) { return a + b; }"};
+  if (!is_int(t)) return {"float", "__int_as_float((int)0xff800000u)", "lm_fmax_nan"};
+  return {"int", t == DType::I32 ? "INT32_MIN" : "0", "[](int a, int b) { return a > b ? a : b; }"};
+}
+
+// The opening of a one-block-per-row kernel over the input view's [outer, len, inner] split
+// at `axis`: lm_at(k) is the flat index of element k of this block's row.
+std::string row_opening(const std::vector<Expr>& shape, size_t axis) {
+  std::ostringstream s;
+  s << "  const long long lm_len = " << c(shape.at(axis)) << ", lm_inner = " << c(product_of(shape, axis + 1, shape.size()))
+    << ";\n  const long long lm_row = blockIdx.x, lm_o = lm_row / lm_inner, lm_i = lm_row - lm_o * lm_inner;\n"
+    << "  auto lm_at = [&](long long lm_k) { return (lm_o * lm_len + lm_k) * lm_inner + lm_i; };\n";
+  return s.str();
+}
+
+Expr rows_of(const std::vector<Expr>& shape, size_t axis) { return product_of(shape, 0, axis) * product_of(shape, axis + 1, shape.size()); }
+
+}  // namespace
+
+std::string cuda_prelude() {
+  return "typedef int int32_t;\ntypedef unsigned int uint32_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned char uint8_t;\n"
+         "typedef long long int64_t;\n"
+         // The CPU generator's literals, and quiet about the loaders a kernel does not call.
+         "#define __builtin_inff() __int_as_float(0x7f800000)\n#define __builtin_nanf(x) __int_as_float(0x7fc00000)\n"
+         "#pragma nv_diag_suppress 177\n#pragma nv_diag_suppress 550\n#define INT32_MAX 2147483647\n#define INT32_MIN (-2147483647 - 1)\n" +
+         Expr::c_prelude() + "struct LmDims { long long v[" + std::to_string(kMaxKernelDims) + "]; };\n" + R"(
+__device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+__device__ __forceinline__ float lm_round_bf16(float f) { return lm_bf16_f32(lm_f32_bf16(f)); }
+__device__ __forceinline__ float lm_f16_f32(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ uint16_t lm_f32_f16(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float lm_round_f16(float f) { return lm_f16_f32(lm_f32_f16(f)); }
+__device__ __forceinline__ int32_t lm_f2i(float f) {
+  if (f != f) return 0;
+  if (f >= 2147483648.0f) return INT32_MAX;
+  if (f <= -2147483648.0f) return INT32_MIN;
+  return (int32_t)f;
+}
+__device__ __forceinline__ int32_t lm_imod(int32_t x, int32_t y) { return (y == 0 || y == -1) ? 0 : x % y; }
+// Max that propagates NaN, like ReduceAcc.
+__device__ __forceinline__ float lm_fmax_nan(float a, float b) { return (a != a) ? a : ((b != b || b > a) ? b : a); }
+// Every thread of the block gets f over all threads' values (blockDim.x a multiple of 32).
+template <class T, class F>
+__device__ T lm_block_reduce(T v, F f) {
+  __shared__ T lm_red[32];
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  __syncthreads();  // an earlier reduction's readers are done with lm_red
+  if (lane == 0) lm_red[warp] = v;
+  __syncthreads();
+  v = lm_red[0];
+  for (int w = 1; w < warps; ++w) v = f(v, lm_red[w]);
+  return v;
+}
+)";
+}
+
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, std::vector<std::string>& defined) {
+  const Node& n = g.node(id);
+  KernelWriter w(g, id);
+  NodeKernels r;
+  r.dims = w.dims();
+  const Expr count = product_of(n.shape, 0, n.shape.size());
+  const std::string count_decl = "  const long long lm_count = " + c(count) + ";\n";
+  auto elementwise = [&](const std::string& per_element) {
+    std::string body = count_decl + kGridLoop + per_element + "  }\n";
+    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Elements, count});
+  };
+  auto rows = [&](const std::string& body, const Expr& work, const Expr& shared = Expr(0)) {
+    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Rows, work, shared});
+  };
+
+  const OpKind op = n.op;
+  if (op == OpKind::Cast || op == OpKind::Output) return elementwise(w.program_at(single(OpKind::Cast, n.dtype, w.in_dtype(0), 1), "lm_z", "    ")), r;
+  if (is_unary(op) || is_binary(op))
+    return elementwise(w.program_at(single(op, n.dtype, w.in_dtype(0), is_binary(op) ? 2 : 1), "lm_z", "    ")), r;
+  if (op == OpKind::Constant) return elementwise("    " + w.out_store("lm_z", float_lit(n.constant), DType::F32)), r;
+  if (op == OpKind::Iota)
+    return elementwise("    " + w.out_store("lm_z", "(int32_t)(" + n.iota_expr.to_c("lm_z") + ")", DType::I32)), r;
+  if (op == OpKind::Gather) {
+    const Expr data_count = product_of(w.in_shape(1), 0, w.in_shape(1).size());
+    DType t = w.in_dtype(1);
+    return elementwise("    const long long lm_k = (long long)lm_ld0(lm_z);\n    const " + std::string(value_type(t)) +
+                       " lm_v = (lm_k >= 0 && lm_k < " + c(data_count) + ") ? lm_ld1(lm_k) : (" + value_type(t) + ")0;\n    " +
+                       w.out_store("lm_z", "lm_v", t)),
+           r;
+  }
+  if (op == OpKind::Scatter) {
+    r.scatter = true;
+    elementwise("    " + w.out_store("lm_z", "lm_ld0(lm_z)", w.in_dtype(0)));
+    const Expr src_count = product_of(w.in_shape(2), 0, w.in_shape(2).size());
+    // Updates in parallel: with repeated indices one of them wins (the reference keeps the last).
+    std::string body = count_decl + "  const long long lm_src = " + c(src_count) + ";\n" +
+                       "  for (long long lm_j = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_j < lm_src;"
+                       " lm_j += (long long)gridDim.x * blockDim.x) {\n"
+                       "    const long long lm_k = (long long)lm_ld1(lm_j);\n"
+                       "    if (lm_k >= 0 && lm_k < lm_count) " + w.out_store("lm_k", "lm_ld2(lm_j)", w.in_dtype(2)) + "  }\n";
+    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Elements, src_count});
+    return r;
+  }
+  if (op == OpKind::SumReduce || op == OpKind::MaxReduce || (op == OpKind::Kernel && (n.kernel == "FusedSum" || n.kernel == "FusedMax"))) {
+    const bool sum = op == OpKind::SumReduce || n.kernel == "FusedSum";
+    std::optional<FusedProgram> pro, epi;
+    DType t = n.dtype;
+    if (op == OpKind::Kernel) {
+      size_t pos = 0;
+      pro = FusedProgram::decode(n.code, pos);
+      if (pos < n.code.size()) epi = FusedProgram::decode(n.code, pos);
+      t = pro->instrs.back().dtype;
+    }
+    Acc acc = accumulator(sum, t);
+    std::ostringstream s;
+    s << row_opening(w.in_shape(0), n.axis) << "  " << acc.type << " lm_acc = " << acc.init << ";\n"
+      << "  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+    if (pro) {
+      std::vector<DType> dt;
+      for (int i = 0; i < pro->n_inputs; ++i) {
+        dt.push_back(w.in_dtype(static_cast<size_t>(i)));
+        s << "    const " << value_type(dt.back()) << " x" << i << " = lm_ld" << i << "(lm_at(lm_k));\n";
+      }
+      if (!emit_program(s, *pro, [](int k) { return "x" + std::to_string(k); }, dt, "v", "    "))
+        throw Error("CUDA backend: cannot generate the prologue of a fused reduction");
+      s << "    lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(v" << pro->instrs.size() - 1 << "));\n";
+    } else {
+      s << "    lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(" << convert("lm_ld0(lm_at(lm_k))", w.in_dtype(0), t) << "));\n";
+    }
+    s << "  }\n  lm_acc = lm_block_reduce(lm_acc, " << acc.combine << ");\n  if (threadIdx.x != 0) return;\n"
+      << "  const " << value_type(t) << " lm_r = " << acc.result(t) << ";\n";
+    if (epi) {
+      std::vector<DType> dt{t};
+      for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(pro->n_inputs + i - 1)));
+      auto input = [&](int k) { return k == 0 ? std::string("lm_r") : "lm_ld" + std::to_string(pro->n_inputs + k - 1) + "(lm_row)"; };
+      if (!emit_program(s, *epi, input, dt, "e", "  ")) throw Error("CUDA backend: cannot generate the epilogue of a fused reduction");
+      s << "  " << w.out_store("lm_row", "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype);
+    } else {
+      s << "  " << w.out_store("lm_row", "lm_r", t);
+    }
+    rows(s.str(), rows_of(w.in_shape(0), n.axis));
+    return r;
+  }
+  if (op != OpKind::Kernel) throw Error(std::string("CUDA backend: no kernel for op ") + op_name(op));
+
+  const std::string& k = n.kernel;
+  if (k == "Fused") return elementwise(w.program_at(FusedProgram::decode(n.code), "lm_z", "    ")), r;
+  if (k == "Where") {
+    return elementwise("    if (lm_ld0(lm_z) != 0) " + w.out_store("lm_z", "lm_ld1(lm_z)", w.in_dtype(1)) + "    else " +
+                       w.out_store("lm_z", "lm_ld2(lm_z)", w.in_dtype(2))),
+           r;
+  }
+  if (k == "Rotary") {
+    const Expr d = w.in_shape(0).back();
+    std::string body = "    const long long lm_dd = " + c(d) + ", lm_half = lm_dd / 2, lm_j = lm_z % lm_dd, lm_base = lm_z - lm_j;\n"
+                       "    const float lm_x = (float)lm_ld0(lm_z);\n"
+                       "    const float lm_rot = lm_j < lm_dd - lm_half ? -(float)lm_ld0(lm_base + lm_j + lm_half)"
+                       " : (float)lm_ld0(lm_base + lm_j - (lm_dd - lm_half));\n"
+                       "    const float lm_a = lm_x * (float)lm_ld1(lm_z), lm_b = lm_rot * (float)lm_ld2(lm_z);\n    " +
+                       w.out_store("lm_z", "lm_a + lm_b", DType::F32);
+    return elementwise(body), r;
+  }
+  if (k == "Softmax" || k == "RMSNorm" || k == "LayerNorm") {
+    std::ostringstream s;
+    s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n";
+    const char* loop = "  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+    if (k == "Softmax") {
+      s << "  float lm_mx = __int_as_float((int)0xff800000u);\n" << loop << "    lm_mx = lm_fmax_nan(lm_mx, (float)lm_ld0(lm_at(lm_k)));\n  }\n"
+        << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+        << "  auto lm_e = [&](long long lm_k) { return exp2f(((float)lm_ld0(lm_at(lm_k)) + lm_mx * -1.0f) * lm_log2e); };\n"
+        << "  float lm_sum = 0.0f;\n" << loop << "    lm_sum += lm_e(lm_k);\n  }\n"
+        << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
+        << loop << "    " << w.out_store("lm_at(lm_k)", "lm_e(lm_k) * lm_rcp", DType::F32) << "  }\n";
+    } else {
+      std::string x = "(float)lm_ld0(lm_at(lm_k))";
+      if (k == "LayerNorm") {
+        s << "  float lm_s1 = 0.0f;\n" << loop << "    lm_s1 += " << x << ";\n  }\n"
+          << "  const float lm_neg_mean = (lm_block_reduce(lm_s1, [](float a, float b) { return a + b; }) * lm_inv_n) * -1.0f;\n";
+        x = "(" + x + " + lm_neg_mean)";
+      } else {
+        s << "  const float lm_neg_mean = 0.0f;\n";
+      }
+      s << "  auto lm_x = [&](long long lm_k) { return " << x << "; };\n"
+        << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = lm_x(lm_k);\n    lm_ss += lm_v * lm_v;\n  }\n"
+        << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+        << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+        << loop << "    " << w.out_store("lm_at(lm_k)", "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
+    }
+    rows(s.str(), rows_of(w.in_shape(0), n.axis));
+    return r;
+  }
+  // Products round to A's dtype, as the Mul node they replaced; sums run in f32 (i32 wraps).
+  auto product = [&](DType t, const std::string& a, DType ta, const std::string& b, DType tb, const std::string& indent) {
+    std::ostringstream s;
+    FusedProgram p = single(OpKind::Mul, t, t, 2);
+    s << indent << "const " << value_type(ta) << " x0 = " << a << ";\n" << indent << "const " << value_type(tb) << " x1 = " << b << ";\n";
+    if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, {ta, tb}, "v", indent))
+      throw Error("CUDA backend: cannot generate a matmul product");
+    return s.str();
+  };
+  if (k == "Matmul") {
+    const std::vector<Expr>& a = w.in_shape(0);
+    const size_t rank = a.size();
+    if (rank < 2 || w.in_shape(1).size() != rank) throw Error("CUDA backend: Matmul needs [.., m, k] and [.., k, n] of one rank");
+    const DType t = w.in_dtype(0);
+    Acc acc = accumulator(true, t);
+    // One warp per output: lanes stride over k, so a weight row [n, k] read transposed and A's
+    // row are both read in 128-byte runs; the lanes' partial sums meet in a shuffle tree.
+    std::ostringstream s;
+    s << count_decl << "  const long long lm_m = " << c(a[rank - 2]) << ", lm_kk = " << c(a[rank - 1]) << ", lm_n = " << c(w.in_shape(1).back())
+      << ";\n  const int lm_lane = threadIdx.x & 31;\n"
+      << "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
+         " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
+      << "    const long long lm_j = lm_z % lm_n, lm_r = lm_z / lm_n, lm_i = lm_r % lm_m, lm_b = lm_r / lm_m;\n"
+      << "    " << acc.type << " lm_acc = " << acc.init << ";\n"
+      << "    for (long long lm_p = lm_lane; lm_p < lm_kk; lm_p += 32) {\n"
+      << product(t, "lm_ld0((lm_b * lm_m + lm_i) * lm_kk + lm_p)", t, "lm_ld1((lm_b * lm_kk + lm_p) * lm_n + lm_j)", w.in_dtype(1), "      ")
+      << "      lm_acc += (" << acc.type << ")v0;\n    }\n"
+      << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
+      << "    if (lm_lane == 0) " << w.out_store("lm_z", acc.result(t), t) << "  }\n";
+    r.launches.push_back({w.finish(s.str(), source, defined), Launch::Grid::Elements, count * 32});
+    return r;
+  }
+  if (k == "Attention") {
+    // One block per query row: its scores live in shared memory (4 bytes per key).
+    const std::vector<Expr>& q = w.in_shape(0);
+    const size_t rank = q.size();
+    const DType t = w.in_dtype(0);
+    const Expr keys = w.in_shape(1).back(), seq = q[rank - 2];
+    std::ostringstream s;
+    s << "  extern __shared__ float lm_sc[];\n"
+      << "  const long long lm_seq = " << c(seq) << ", lm_dk = " << c(q[rank - 1]) << ", lm_keys = " << c(keys)
+      << ", lm_dv = " << c(w.in_shape(2).back()) << ";\n"
+      << "  const long long lm_row = blockIdx.x, lm_b = lm_row / lm_seq;\n"
+      << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) {\n"
+      << "    float lm_acc = 0.0f;\n    for (long long lm_p = 0; lm_p < lm_dk; ++lm_p) {\n"
+      << product(t, "lm_ld0(lm_row * lm_dk + lm_p)", t, "lm_ld1((lm_b * lm_dk + lm_p) * lm_keys + lm_key)", w.in_dtype(1), "      ")
+      << "      lm_acc += (float)v0;\n    }\n"
+      << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
+      << "    lm_sc[lm_key] = lm_ld3(lm_row * lm_keys + lm_key) != 0 ? lm_scaled : __int_as_float((int)0xff800000u);\n  }\n"
+      << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
+      << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_key]);\n"
+      << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+      << "  float lm_sum = 0.0f;\n"
+      << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) {\n"
+      << "    const float lm_e = exp2f((lm_sc[lm_key] + lm_mx * -1.0f) * lm_log2e);\n    lm_sc[lm_key] = lm_e;\n    lm_sum += lm_e;\n  }\n"
+      << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
+      << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_sc[lm_key] = lm_sc[lm_key] * lm_rcp;\n"
+      << "  __syncthreads();\n"
+      << "  for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
+      << "    float lm_acc = 0.0f;\n    for (long long lm_key = 0; lm_key < lm_keys; ++lm_key) {\n"
+      << product(DType::F32, "lm_sc[lm_key]", DType::F32, "lm_ld2((lm_b * lm_keys + lm_key) * lm_dv + lm_j)", w.in_dtype(2), "      ")
+      << "      lm_acc += v0;\n    }\n    " << w.out_store("lm_row * lm_dv + lm_j", "lm_acc", DType::F32) << "  }\n";
+    rows(s.str(), product_of(q, 0, rank - 1), keys * 4);
+    return r;
+  }
+  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, "
+              "Rotary, Where, Attention)");
+}
+
+}  // namespace luminal::cuda

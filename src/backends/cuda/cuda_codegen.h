@@ -1,0 +1,48 @@
+#pragma once
+// CUDA C++ for the nodes of a plan: every primitive op and every kernel node of the CPU backend
+// (Fused, FusedSum/FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention)
+// becomes a __global__ function that reads its inputs through their views' symbolic index
+// expressions, with the plan's dynamic dims as kernel arguments. So one compiled module serves
+// every value of the dims, and identical layers share one function. Rounding follows the
+// reference interpreter (each op rounds to its dtype; compiled without FMA contraction);
+// reductions sum in a tree, so they agree with the reference to float rounding, not bit for bit.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace luminal::cuda {
+
+constexpr int kMaxKernelDims = 16;  // dynamic dims one node may use
+constexpr int kBlockThreads = 256;
+
+// One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims an
+// `LmDims` struct of int64 values in the order of `dims`.
+struct Launch {
+  std::string function;
+  enum class Grid {
+    Elements,  // a grid-stride loop over `work` items
+    Rows,      // one block per item of `work`
+  } grid = Grid::Elements;
+  Expr work;
+  Expr shared_bytes = Expr(0);  // dynamic shared memory per block
+};
+
+struct NodeKernels {
+  std::vector<Launch> launches;  // in order
+  std::vector<std::string> dims; // the dims the functions read, in argument order
+  // Scatter only: launches[0] copies the destination, launches[1] writes the updates; an
+  // in-place scatter runs launches[1] alone on the destination's buffer.
+  bool scatter = false;
+};
+
+// The helpers every generated module starts with.
+std::string cuda_prelude();
+
+// Appends node `id`'s functions to `source` (skipping any already there: identical layers
+// produce identical functions, named by a hash of their text) and says how to launch them.
+// Throws Error for a node it has no kernel for (an unknown kernel name).
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, std::vector<std::string>& defined);
+
+}  // namespace luminal::cuda

@@ -1,0 +1,243 @@
+#include "backends/cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "core/error.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+// The few driver API entry points luminal uses, declared here with the driver's C ABI so that
+// no CUDA header or library is needed to build (CUresult is an int enum; handles are pointers).
+using CUresult = int;
+using CUdevice = int;
+using Handle = void*;
+constexpr int kMultiprocessorCount = 16, kCcMajor = 75, kCcMinor = 76, kSharedOptin = 97;  // CUdevice_attribute
+constexpr int kMinDriver = 12000;  // CUDA 12.0: NVRTC's CUBINs of this toolkit generation load
+
+struct Api {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(Handle*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(Handle);
+  CUresult (*cuMemAlloc)(DevicePtr*, size_t);
+  CUresult (*cuMemFree)(DevicePtr);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuMemcpyHtoDAsync)(DevicePtr, const void*, size_t, Handle);
+  CUresult (*cuMemcpyDtoHAsync)(void*, DevicePtr, size_t, Handle);
+  CUresult (*cuMemcpyDtoDAsync)(DevicePtr, DevicePtr, size_t, Handle);
+  CUresult (*cuMemsetD8Async)(DevicePtr, unsigned char, size_t, Handle);
+  CUresult (*cuStreamCreate)(Handle*, unsigned);
+  CUresult (*cuStreamSynchronize)(Handle);
+  CUresult (*cuModuleLoadData)(Handle*, const void*);
+  CUresult (*cuModuleGetFunction)(Handle*, Handle, const char*);
+  CUresult (*cuModuleUnload)(Handle);
+  CUresult (*cuFuncSetAttribute)(Handle, int, int);
+  CUresult (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle, void**,
+                             void**);
+  CUresult (*cuEventCreate)(Handle*, unsigned);
+  CUresult (*cuEventRecord)(Handle, Handle);
+  CUresult (*cuEventSynchronize)(Handle);
+  CUresult (*cuEventElapsedTime)(float*, Handle, Handle);
+  CUresult (*cuEventDestroy)(Handle);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+};
+
+struct Loaded {
+  Api api{};
+  std::string error;  // why the driver cannot be used; empty when it can
+  int device_count = 0, driver_version = 0;
+};
+
+template <class F>
+bool bind(void* lib, F& f, const char* name, std::string& error) {
+  f = reinterpret_cast<F>(dlsym(lib, name));
+  if (!f && error.empty()) error = std::string("the CUDA driver (libcuda.so.1) lacks ") + name + ": update the NVIDIA driver";
+  return f != nullptr;
+}
+
+const Loaded& loaded() {
+  static Loaded l = [] {
+    Loaded r;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+      r.error = "no CUDA driver: libcuda.so.1 was not found (install the NVIDIA driver, or use --backend cpu)";
+      return r;
+    }
+    Api& a = r.api;
+    std::string& e = r.error;
+    // Versioned names: cuda.h maps the plain names to these.
+    bind(lib, a.cuInit, "cuInit", e), bind(lib, a.cuDriverGetVersion, "cuDriverGetVersion", e);
+    bind(lib, a.cuDeviceGetCount, "cuDeviceGetCount", e), bind(lib, a.cuDeviceGet, "cuDeviceGet", e);
+    bind(lib, a.cuDeviceGetName, "cuDeviceGetName", e), bind(lib, a.cuDeviceGetAttribute, "cuDeviceGetAttribute", e);
+    bind(lib, a.cuDeviceTotalMem, "cuDeviceTotalMem_v2", e);
+    bind(lib, a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", e), bind(lib, a.cuCtxSetCurrent, "cuCtxSetCurrent", e);
+    bind(lib, a.cuMemAlloc, "cuMemAlloc_v2", e), bind(lib, a.cuMemFree, "cuMemFree_v2", e);
+    bind(lib, a.cuMemGetInfo, "cuMemGetInfo_v2", e);
+    bind(lib, a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", e), bind(lib, a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", e);
+    bind(lib, a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", e), bind(lib, a.cuMemsetD8Async, "cuMemsetD8Async", e);
+    bind(lib, a.cuStreamCreate, "cuStreamCreate", e), bind(lib, a.cuStreamSynchronize, "cuStreamSynchronize", e);
+    bind(lib, a.cuModuleLoadData, "cuModuleLoadData", e), bind(lib, a.cuModuleGetFunction, "cuModuleGetFunction", e);
+    bind(lib, a.cuModuleUnload, "cuModuleUnload", e), bind(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", e);
+    bind(lib, a.cuLaunchKernel, "cuLaunchKernel", e);
+    bind(lib, a.cuEventCreate, "cuEventCreate", e), bind(lib, a.cuEventRecord, "cuEventRecord", e);
+    bind(lib, a.cuEventSynchronize, "cuEventSynchronize", e), bind(lib, a.cuEventElapsedTime, "cuEventElapsedTime", e);
+    bind(lib, a.cuEventDestroy, "cuEventDestroy_v2", e), bind(lib, a.cuGetErrorName, "cuGetErrorName", e);
+    if (!e.empty()) return r;
+    if (CUresult res = a.cuInit(0); res != 0) {
+      const char* name = nullptr;
+      a.cuGetErrorName(res, &name);
+      e = std::string("the CUDA driver failed to start (cuInit: ") + (name ? name : std::to_string(res)) +
+          "): check that the GPU is visible (nvidia-smi), or use --backend cpu";
+      return r;
+    }
+    a.cuDriverGetVersion(&r.driver_version);
+    if (r.driver_version < kMinDriver) {
+      e = "the NVIDIA driver supports CUDA " + std::to_string(r.driver_version / 1000) + "." +
+          std::to_string(r.driver_version % 1000 / 10) + "; luminal needs CUDA 12.0 or newer: update the driver";
+      return r;
+    }
+    if (a.cuDeviceGetCount(&r.device_count) != 0 || r.device_count == 0)
+      e = "no CUDA device: the driver is installed but sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+    return r;
+  }();
+  return l;
+}
+
+const Api& api() { return loaded().api; }
+
+void check(CUresult r, const char* what) {
+  if (r == 0) return;
+  const char* name = nullptr;
+  api().cuGetErrorName(r, &name);
+  throw Error(std::string("CUDA: ") + what + " failed: " + (name ? name : "error " + std::to_string(r)));
+}
+
+}  // namespace
+
+std::string unavailable_reason() { return loaded().error; }
+
+Context& Context::get() {
+  static std::once_flag once;
+  static Context* c = nullptr;
+  std::string why = unavailable_reason();
+  if (!why.empty()) throw Error("the CUDA backend cannot run here: " + why);
+  std::call_once(once, [] { c = new Context(); });  // lives as long as the process
+  return *c;
+}
+
+Context::Context() {
+  const Api& a = api();
+  CUdevice dev = 0;
+  check(a.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  check(a.cuDevicePrimaryCtxRetain(&context_, dev), "cuDevicePrimaryCtxRetain");
+  check(a.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+  check(a.cuStreamCreate(&stream_, 1 /* non-blocking */), "cuStreamCreate");
+  char name[256] = {};
+  check(a.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+  info_.name = name;
+  check(a.cuDeviceGetAttribute(&info_.cc_major, kCcMajor, dev), "cuDeviceGetAttribute");
+  check(a.cuDeviceGetAttribute(&info_.cc_minor, kCcMinor, dev), "cuDeviceGetAttribute");
+  check(a.cuDeviceGetAttribute(&info_.multiprocessors, kMultiprocessorCount, dev), "cuDeviceGetAttribute");
+  check(a.cuDeviceGetAttribute(&info_.max_shared_per_block, kSharedOptin, dev), "cuDeviceGetAttribute");
+  check(a.cuDeviceTotalMem(&info_.total_memory, dev), "cuDeviceTotalMem");
+  info_.driver_version = loaded().driver_version;
+}
+
+std::string Context::arch() const { return "sm_" + std::to_string(info_.cc_major) + std::to_string(info_.cc_minor); }
+
+DevicePtr Context::alloc(size_t bytes) {
+  DevicePtr p = 0;
+  CUresult r = api().cuMemAlloc(&p, bytes == 0 ? 1 : bytes);
+  if (r == 2 /* CUDA_ERROR_OUT_OF_MEMORY */)
+    throw Error("CUDA: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
+                std::to_string(free_memory() >> 20) + " MiB free of " + std::to_string(info_.total_memory >> 20) +
+                " MiB): use a smaller --context or model");
+  check(r, "cuMemAlloc");
+  return p;
+}
+
+void Context::free(DevicePtr p) {
+  if (p) api().cuMemFree(p);  // never throws: called from destructors
+}
+
+void Context::upload(DevicePtr dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(api().cuMemcpyHtoDAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
+  synchronize();  // pageable host memory: the copy may still read src
+}
+
+void Context::download(void* dst, DevicePtr src, size_t bytes) {
+  if (bytes == 0) return;
+  check(api().cuMemcpyDtoHAsync(dst, src, bytes, stream_), "cuMemcpyDtoHAsync");
+  synchronize();
+}
+
+void Context::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
+  if (bytes) check(api().cuMemcpyDtoDAsync(dst, src, bytes, stream_), "cuMemcpyDtoDAsync");
+}
+
+void Context::fill_zero(DevicePtr dst, size_t bytes) {
+  if (bytes) check(api().cuMemsetD8Async(dst, 0, bytes, stream_), "cuMemsetD8Async");
+}
+
+void Context::synchronize() { check(api().cuStreamSynchronize(stream_), "cuStreamSynchronize (a kernel failed)"); }
+
+size_t Context::free_memory() const {
+  size_t free = 0, total = 0;
+  api().cuMemGetInfo(&free, &total);
+  return free;
+}
+
+void Context::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, size_t shared, void** args) {
+  if (gx == 0 || gy == 0 || gz == 0) return;  // nothing to do (an empty tensor)
+  if (shared > 48 * 1024)
+    check(api().cuFuncSetAttribute(function, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, static_cast<int>(shared)),
+          "cuFuncSetAttribute");
+  check(api().cuLaunchKernel(function, gx, gy, gz, bx, 1, 1, static_cast<unsigned>(shared), stream_, args, nullptr),
+        "cuLaunchKernel");
+}
+
+Context::Timer::Timer(Context& c) : c_(c) {
+  check(api().cuEventCreate(&begin_, 0), "cuEventCreate");
+  check(api().cuEventCreate(&end_, 0), "cuEventCreate");
+}
+
+Context::Timer::~Timer() {
+  api().cuEventDestroy(begin_);
+  api().cuEventDestroy(end_);
+}
+
+void Context::Timer::start() { check(api().cuEventRecord(begin_, c_.stream_), "cuEventRecord"); }
+
+double Context::Timer::stop_ms() {
+  check(api().cuEventRecord(end_, c_.stream_), "cuEventRecord");
+  check(api().cuEventSynchronize(end_), "cuEventSynchronize (a kernel failed)");
+  float ms = 0;
+  check(api().cuEventElapsedTime(&ms, begin_, end_), "cuEventElapsedTime");
+  return ms;
+}
+
+Module::Module(Context&, const std::string& image) {
+  check(api().cuModuleLoadData(&module_, image.data()), "cuModuleLoadData");
+}
+
+Module::~Module() {
+  if (module_) api().cuModuleUnload(module_);
+}
+
+void* Module::function(const std::string& name) const {
+  void* f = nullptr;
+  check(api().cuModuleGetFunction(&f, module_, name.c_str()), ("cuModuleGetFunction(" + name + ")").c_str());
+  return f;
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,86 @@
+#pragma once
+// The CUDA driver, loaded at run time (dlopen of libcuda.so.1): luminal builds and runs on
+// machines without a GPU or a driver, and says why the CUDA backend cannot run there instead of
+// failing to start. One device (the first), its primary context and one stream.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace luminal::cuda {
+
+using DevicePtr = uint64_t;  // CUdeviceptr
+
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int multiprocessors = 0;
+  int max_shared_per_block = 0;    // bytes, with the opt-in above 48 KB
+  size_t total_memory = 0;
+  int driver_version = 0;          // 13000 = CUDA 13.0
+};
+
+// Empty when a CUDA device can be used here; otherwise what is missing (no driver library, no
+// device, a driver too old) and what to do about it.
+std::string unavailable_reason();
+
+class Module;
+
+// Device 0's primary context. Every call throws Error naming the failing driver call and its
+// error (cuGetErrorName) on failure.
+class Context {
+ public:
+  static Context& get();  // the process's one context; throws Error when unavailable_reason() is not empty
+
+  const DeviceInfo& info() const { return info_; }
+  std::string arch() const;  // "sm_90"
+
+  DevicePtr alloc(size_t bytes);
+  void free(DevicePtr p);
+  // Transfers and fills on the context's stream (asynchronous to the host except where noted).
+  void upload(DevicePtr dst, const void* src, size_t bytes);    // returns when src may be reused
+  void download(void* dst, DevicePtr src, size_t bytes);        // returns when dst holds the data
+  void copy(DevicePtr dst, DevicePtr src, size_t bytes);
+  void fill_zero(DevicePtr dst, size_t bytes);
+  void synchronize();
+  size_t free_memory() const;
+
+  // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
+  void launch(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, size_t shared_bytes,
+              void** args);
+
+  // Device time between two points of the stream, for the search's profiling.
+  class Timer {
+   public:
+    explicit Timer(Context& c);
+    ~Timer();
+    void start();
+    double stop_ms();  // synchronizes
+   private:
+    Context& c_;
+    void *begin_ = nullptr, *end_ = nullptr;
+  };
+
+ private:
+  Context();
+  friend class Module;
+  void* context_ = nullptr;
+  void* stream_ = nullptr;
+  DeviceInfo info_;
+};
+
+// A loaded CUBIN image; functions are looked up by name.
+class Module {
+ public:
+  Module(Context& c, const std::string& image);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  void* function(const std::string& name) const;  // throws Error when absent
+
+ private:
+  void* module_ = nullptr;
+};
+
+}  // namespace luminal::cuda

@@ -1,0 +1,82 @@
+#pragma once
+// Runs a plan on the GPU: every node's kernels are generated (cuda_codegen.h) and compiled in
+// one NVRTC module when the executor is made; inputs (weights, caches) live in device memory
+// across runs; intermediates come from a free list by size, so steady-state runs allocate
+// nothing; a Scatter into an input that nothing else reads updates it in place (the KV cache).
+// The same calls as the reference interpreter, so callers and tests swap one for the other.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_driver.h"
+#include "graph/graph.h"
+#include "runtime/buffer.h"
+
+namespace luminal::cuda {
+
+// The source of every kernel a plan needs (the prelude, then each distinct function once),
+// and how each node launches them. Needs no GPU: CI compiles it with NVRTC alone.
+struct PlanKernels {
+  std::string source;
+  std::vector<std::optional<NodeKernels>> per_node;  // by node id; none for Input
+  size_t functions = 0;                                // distinct functions in `source`
+};
+PlanKernels generate_plan_kernels(const Graph& plan);
+
+class CudaExecutor {
+ public:
+  // Generates and compiles the plan's kernels (cached on disk under cache_dir/cuda; empty: no
+  // cache). Throws Error when there is no usable GPU, saying why.
+  explicit CudaExecutor(Graph plan, const std::string& cache_dir);
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+
+  void set_input(const std::string& name, const Buffer& data);  // converted to the input's dtype, uploaded
+  void set_dim(const std::string& name, int64_t value);
+  void run();
+  Buffer output(const std::string& name) const;  // downloaded, in the output's dtype
+  std::vector<float> output_f32(const std::string& name) const { return output(name).to_f32(); }
+
+  const Graph& graph() const { return graph_; }
+  size_t kernel_functions() const { return functions_; }
+  double compile_ms() const { return compile_ms_; }
+  bool compiled_from_cache() const { return from_cache_; }
+  size_t device_bytes() const;  // held now: inputs, outputs and the free list
+
+ private:
+  struct DeviceBuffer {
+    DevicePtr ptr = 0;
+    size_t bytes = 0;  // allocated
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+  };
+  DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
+  void give_back(DeviceBuffer b);
+  void bind_dims();
+  std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
+  void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
+  bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
+
+  Graph graph_;
+  Context& ctx_;
+  PlanKernels kernels_;
+  std::unique_ptr<Module> module_;
+  std::vector<std::vector<void*>> functions_by_node_;
+  size_t functions_ = 0;
+  double compile_ms_ = 0;
+  bool from_cache_ = false;
+  std::map<NodeId, DeviceBuffer> inputs_;
+  std::map<std::string, DeviceBuffer> outputs_;
+  std::multimap<size_t, DeviceBuffer> free_;  // intermediates' memory, by size
+  std::map<std::string, int64_t> explicit_dims_;
+  DimMap dims_;
+  std::vector<std::string> graph_dims_;
+  std::vector<NodeId> order_;
+  std::vector<int> readers_;
+};
+
+}  // namespace luminal::cuda

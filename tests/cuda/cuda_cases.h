@@ -1,0 +1,122 @@
+#pragma once
+// Small graphs that reach every primitive op and every kernel node the compiler emits, with the
+// views that make indexing hard (permutes, broadcasts, slices, pads, dynamic dims), and their
+// inputs. Shared by the NVRTC compile test (no GPU) and the executor test (GPU).
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "graph/graph.h"
+#include "runtime/buffer.h"
+
+namespace luminal::cuda::testing {
+
+struct Case {
+  std::string name;
+  Graph graph;
+  // The inputs for a value of the dynamic dim s (bound from their shapes); each case runs at
+  // several values.
+  std::function<std::map<std::string, Buffer>(int64_t s)> inputs;
+};
+
+inline const std::vector<int64_t>& s_values() {
+  static const std::vector<int64_t> v{1, 4, 67};
+  return v;
+}
+
+inline Buffer random_buffer(DType t, std::vector<int64_t> shape, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return Buffer::f32(v, std::move(shape)).cast(t);
+}
+
+inline std::vector<Case> cases() {
+  std::vector<Case> r;
+  Expr s = Expr::var("s");
+  {
+    Case c{"elementwise", {}, {}};
+    Graph& g = c.graph;
+    Tensor x = input(g, "x", DType::F32, {7, s});  // read transposed
+    Tensor y = input(g, "y", DType::BF16, {7});
+    Tensor xt = transpose(x, 0, 1);                // [s, 7]
+    Tensor yf = cast(y, DType::F32);
+    Tensor a = add(mul(exp(xt), yf), div(sin(xt), sqrt(add(abs(yf), scalar_like(yf, 1.0)))));
+    a.output("a");
+    cast(cast(mul(xt, yf), DType::BF16), DType::F16).output("half");
+    fmod(xt, scalar_like(xt, 0.7)).output("fmod");
+    lt(xt, yf).output("lt");
+    mod(cast(mul(xt, scalar_like(xt, 10.0)), DType::I32), cast(scalar_like(xt, 3.0), DType::I32)).output("imod");
+    log2(add(abs(xt), scalar_like(xt, 0.5))).output("log2");
+    where(gt(xt, scalar_like(xt, 0.0)), xt, neg(xt)).output("where");
+    c.inputs = [](int64_t n) {
+      return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {7, n}, 1)}, {"y", random_buffer(DType::BF16, {7}, 2)}};
+    };
+    r.push_back(std::move(c));
+  }
+  {
+    Case c{"reductions", {}, {}};
+    Graph& g = c.graph;
+    Tensor x = input(g, "x", DType::F32, {s, 3, 37});
+    Tensor xp = permute(x, {1, 2, 0});  // [3, 37, s]
+    sum(xp, {1}).output("sum");
+    max(xp, {2}).output("max");
+    mean(x, {0, 2}).output("mean");
+    argmax(x, 2).output("argmax");
+    cumsum(slice(x, 2, 1, 30), 2).output("cumsum");
+    softmax(x, 2).output("softmax");
+    rms_norm(x, std::nullopt, 1e-5).output("rms");
+    layer_norm(x, 1, std::nullopt, std::nullopt, 1e-5).output("layer_norm");
+    logsumexp(xp, {0}).output("lse");
+    c.inputs = [](int64_t n) { return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {n, 3, 37}, 3)}}; };
+    r.push_back(std::move(c));
+  }
+  {
+    Case c{"matmul", {}, {}};
+    Graph& g = c.graph;
+    Tensor a = input(g, "a", DType::F32, {s, 33});
+    Tensor w = input(g, "w", DType::BF16, {19, 33});
+    Tensor b = input(g, "b", DType::F32, {2, 33, 5});
+    linear(a, cast(w, DType::F32), std::nullopt).output("linear");
+    matmul(expand(unsqueeze(a, 0), {2, -1, -1}), b).output("batched");
+    matmul(transpose(b, 1, 2), transpose(unsqueeze(a, 0), 1, 2)).output("transposed");
+    c.inputs = [](int64_t n) {
+      return std::map<std::string, Buffer>{{"a", random_buffer(DType::F32, {n, 33}, 4)},
+                                           {"w", random_buffer(DType::BF16, {19, 33}, 5)},
+                                           {"b", random_buffer(DType::F32, {2, 33, 5}, 6)}};
+    };
+    r.push_back(std::move(c));
+  }
+  {
+    Case c{"indexing", {}, {}};
+    Graph& g = c.graph;
+    Tensor emb = input(g, "emb", DType::BF16, {11, 6});
+    Tensor ids = input(g, "ids", DType::I32, {s});
+    Tensor cache = input(g, "cache", DType::F32, {9, 6});
+    Tensor e = cast(embedding(emb, ids), DType::F32);  // [s, 6]
+    e.output("embedding");
+    pad(flip(e, {0}), {{1, 2}, {0, 1}}, -1.5).output("pad_flip");
+    concat({e, slice(e, 0, 0, 1)}, 0).output("concat");
+    scatter(cache, 0, expand(unsqueeze(arange(g, 2, s + 2), 1), {s, 6}), e).output("scatter");
+    gather(e, 1, cast(full(g, {s, 2}, 3.0), DType::I32)).output("gather");
+    // s <= 7: the scattered rows 2 .. s+1 stay inside the cache (past it they are skipped).
+    c.inputs = [](int64_t n) {
+      std::vector<int32_t> ids;
+      for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7 + 3) % 11));
+      return std::map<std::string, Buffer>{{"emb", random_buffer(DType::BF16, {11, 6}, 7)},
+                                           {"ids", Buffer::i32(ids, {n})},
+                                           {"cache", random_buffer(DType::F32, {9, 6}, 8)}};
+    };
+    r.push_back(std::move(c));
+  }
+  return r;
+}
+
+}  // namespace luminal::cuda::testing
