@@ -9,10 +9,10 @@
 #   mkdir -p build-dev/lib && cp /lib/x86_64-linux-gnu/libpcre2-8.so.0 build-dev/lib/
 #   strip build-dev/luminal build-dev/tests/test_cuda build-dev/tests/test_models
 # then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
-#   ARCH=qwen3-0.6b bash benchmarks/cuda_device_run.sh
+#   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 bash benchmarks/cuda_device_run.sh
 set -uo pipefail
 BIN=${BIN:-build-dev}
-ARCH=${ARCH:-qwen3-0.6b}
+ARCHS=${ARCHS:-qwen3-0.6b}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
@@ -30,11 +30,17 @@ echo "== fixture models on cuda"
 "$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
 
+for ARCH in $ARCHS; do
 echo "== random $ARCH"
 python3 scripts/make_random_model.py --arch "$ARCH" --out "/tmp/$ARCH" --no-gguf 2>&1 | tail -n 2
 echo "== luminal --backend cuda"
-"$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" \
-  --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 3
+"$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
+  --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 40
+if [ -n "${BF16:-}" ]; then
+  echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1)"
+  LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
+    --new-tokens "${NEW:-16}" --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 1
+fi
 echo "== transformers eager (bf16, cuda)"
 python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
@@ -59,3 +65,4 @@ run()
 r = sorted(run() for _ in range(3))[1]
 print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
 EOF
+done

@@ -22,17 +22,16 @@ void print_table(const char* title, const std::vector<Interpreter::ProfileEntry>
 
 // One prefill of the prompt, then decode steps, each profiled kernel by kernel.
 void print_profile(LanguageModel& m, const std::vector<int32_t>& prompt) {
-  Interpreter& rt = m.runtime();
   m.reset();
-  rt.clear_profile();
-  rt.set_profiling(true);
+  m.clear_profile();
+  m.set_profiling(true);
   m.step(prompt);
-  print_table("prefill", rt.profile(), 1);
-  rt.clear_profile();
+  print_table("prefill", m.profile(), 1);
+  m.clear_profile();
   const int steps = 8;
   for (int i = 0; i < steps; ++i) m.step({prompt[static_cast<size_t>(i) % prompt.size()]});
-  print_table("decode (per token)", rt.profile(), steps);
-  rt.set_profiling(false);
+  print_table("decode (per token)", m.profile(), steps);
+  m.set_profiling(false);
 }
 
 }  // namespace

@@ -194,6 +194,23 @@ void LanguageModel::set_input(const std::string& name, Buffer data) {
   else runtime_->set_input(name, std::move(data));
 }
 
+void LanguageModel::set_profiling(bool on) {
+  if (cuda_) cuda_->set_profiling(on);
+  else runtime_->set_profiling(on);
+}
+
+void LanguageModel::clear_profile() {
+  if (cuda_) cuda_->clear_profile();
+  else runtime_->clear_profile();
+}
+
+std::vector<Interpreter::ProfileEntry> LanguageModel::profile() const {
+  if (!cuda_) return runtime_->profile();
+  std::vector<Interpreter::ProfileEntry> r;
+  for (const auto& e : cuda_->profile()) r.push_back({"cuda " + e.label, e.calls, e.ms});
+  return r;
+}
+
 Interpreter& LanguageModel::runtime() {
   if (!runtime_) throw Error("the " + backend_ + " backend has no kernel-by-kernel profile yet (use --backend cpu)");
   return *runtime_;

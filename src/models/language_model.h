@@ -63,7 +63,12 @@ class LanguageModel {
   const std::string& backend() const { return backend_; }
   // The plan runner on the cpu and reference backends (profiling, inspection); Error on cuda.
   Interpreter& runtime();
-  std::string jit_status() const;  // what the cpu backend's kernel generator did
+  std::string jit_status() const;
+
+  // Kernel-by-kernel timing on any backend (see Interpreter::set_profiling).
+  void set_profiling(bool on);
+  void clear_profile();
+  std::vector<Interpreter::ProfileEntry> profile() const;  // what the cpu backend's kernel generator did
 
  private:
   LanguageModel() = default;

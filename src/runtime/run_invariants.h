@@ -19,6 +19,8 @@ class RunInvariants {
   // Marks the invariant nodes of `g`; `order` is a topological order of the nodes to run.
   void analyse(const Graph& g, const std::vector<NodeId>& order);
   bool invariant(NodeId id) const { return id < invariant_.size() && invariant_[id]; }
+  // The inputs an invariant node depends on (for backends that keep values themselves).
+  const std::vector<NodeId>& reads(NodeId id) const { return reads_.at(id); }
 
   // An input's contents changed (set again, or a Scatter wrote into it).
   void input_changed(NodeId input) { ++version_[input]; }

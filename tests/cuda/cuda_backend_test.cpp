@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/nvrtc.h"
 #include "compiler/compile.h"
@@ -90,6 +91,33 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
   for (const auto& n : k.per_node)
     if (n) launches += n->launches.size();
   EXPECT_LT(k.functions, launches);  // the layers' kernels are written once
+  // Linear layers read their weights through plain strided views: the vectorised path.
+  EXPECT_NE(k.source.find("lm_vec"), std::string::npos);
+  // Attention reads the KV cache through its strides.
+  EXPECT_NE(k.source.find("lm_ksp"), std::string::npos);
+}
+
+// Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):
+// one that is not runs on the generic kernel, orders of magnitude slower (docs/lessons.md).
+TEST(CudaCodegen, EveryMatmulOfADecoderTakesTheLinearPath) {
+  for (const char* name : {"llama-tiny", "qwen3-tiny", "gemma3-tiny"}) {
+    Graph g;
+    DecoderGraphOptions o;
+    o.context = 32;
+    o.weight_dtype = DType::BF16;
+    build_decoder(g, fixture_config(name), o);
+    Graph plan = compile(g, CompileOptions{}).plan;
+    PlanKernels k = generate_plan_kernels(plan);
+    int matmuls = 0, linear = 0;
+    for (size_t id = 0; id < plan.size(); ++id) {
+      const Node& n = plan.node(static_cast<NodeId>(id));
+      if (n.op != OpKind::Kernel || n.kernel != "Matmul") continue;
+      ++matmuls;
+      linear += k.per_node[id]->linear.has_value();
+    }
+    EXPECT_GT(matmuls, 0) << name;
+    EXPECT_EQ(linear, matmuls) << name;
+  }
 }
 
 TEST(CudaBackend, WithoutAGpuTheErrorSaysWhy) {
@@ -128,7 +156,7 @@ TEST(CudaBackend, CasesMatchTheReference) {
     Graph plan = compiled(c.graph);
     for (const Graph* g : {&c.graph, &plan}) {
       const std::string kind = g == &plan ? " (compiled)" : " (raw)";
-      CudaExecutor cuda(*g, "");
+      CudaExecutor cuda(*g, "", CudaOptions{.tensor_cores = false});
       for (int64_t s : testing::s_values()) {
         Interpreter ref(c.graph);
         for (auto& [name, buf] : c.inputs(s)) {
@@ -142,6 +170,47 @@ TEST(CudaBackend, CasesMatchTheReference) {
           expect_close(ref.output(name), cuda.output(name), c.name + kind + " output " + name + " at s=" + std::to_string(s));
         }
       }
+    }
+  }
+}
+
+// A linear layer with a bf16 weight and many rows runs on cuBLASLt with bf16 activations: it
+// must compute exactly that product (checked in double precision on the rounded operands).
+TEST(CudaBackend, LinearLayerOnTensorCores) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  if (!cublaslt_unavailable_reason().empty()) GTEST_SKIP() << cublaslt_unavailable_reason();
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr::var("s"), 72});
+  Tensor w = input(g, "w", DType::BF16, {40, 72});
+  linear(a, cast(w, DType::F32), std::nullopt).output("y");
+  Graph plan = compiled(g);
+  bool direct = false;  // the Matmul reads the bf16 weight itself
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (n.op == OpKind::Kernel && n.kernel == "Matmul") direct = plan.node(n.inputs[1].src).dtype == DType::BF16;
+  }
+  ASSERT_TRUE(direct) << "the plan casts the weight before its Matmul";
+  for (bool bf16 : {false, true}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = true, .bf16_activations = bf16});
+    for (int64_t m : {1, 16, 100}) {
+      Buffer ab = testing::random_buffer(DType::F32, {m, 72}, 11), wb = testing::random_buffer(DType::BF16, {40, 72}, 12);
+      cuda.set_input("a", ab);
+      cuda.set_input("w", wb);
+      cuda.run();
+      Buffer y = cuda.output("y");
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < 40; ++j) {
+          double want = 0, scale = 0;
+          for (int64_t p = 0; p < 72; ++p) {
+            // bf16 activations from 16 rows; the split (and the GEMV below 16 rows) keep f32's.
+            double x = ab.get(i * 72 + p);
+            if (bf16 && m >= 16) x = bf16_to_f32(f32_to_bf16(static_cast<float>(x)));
+            want += x * wb.get(j * 72 + p);
+            scale += std::abs(x * wb.get(j * 72 + p));
+          }
+          // The split holds each activation to 2^-17; f32 sums add a few ulps.
+          ASSERT_NEAR(y.get(i * 40 + j), want, 2e-5 * scale + 1e-6) << "m=" << m << " bf16=" << bf16 << " (" << i << ", " << j << ")";
+        }
     }
   }
 }

@@ -156,6 +156,184 @@ std::string row_opening(const std::vector<Expr>& shape, size_t axis) {
 
 Expr rows_of(const std::vector<Expr>& shape, size_t axis) { return product_of(shape, 0, axis) * product_of(shape, axis + 1, shape.size()); }
 
+// A view of one strided layer: element (c_0, .., c_r-1) sits at offset + sum c_d * stride_d
+// (where its mask, if any, lets it through). plain_strided: one such layer without a mask.
+const ViewLayer* plain_layer(const View& v) { return v.layers().size() == 1 ? &v.layers()[0] : nullptr; }
+const ViewLayer* plain_strided(const View& v) {
+  const ViewLayer* l = plain_layer(v);
+  return l && !l->masked() ? l : nullptr;
+}
+
+// Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
+// f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
+// B = Wᵀ of a row-major [n, k] weight. One warp per output column j and group of up to four rows
+// of A: each lane loads 16 bytes of W's row at a time (8 bf16 or 4 f32) and the matching A
+// values, so the weight streams through in full 128-byte lines, read once per group of rows.
+// Sums use FMA and a shuffle tree (float rounding, not the reference's order).
+std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
+                                               const std::string& count_decl,
+                                               const std::function<std::string(const std::string&, DType)>& out_store) {
+  const size_t r = a ? a->shape.size() : 0;
+  if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
+  if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
+  const bool bf16 = dt[1] == DType::BF16;
+  const int per = bf16 ? 8 : 4;  // W values per 16-byte load
+  std::ostringstream s;
+  s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
+    << ";\n  const long long lm_groups = (lm_m + 3) / 4, lm_warps = lm_count / lm_m * lm_groups;\n"
+    << "  const int lm_lane = threadIdx.x & 31;\n"
+    << "  for (long long lm_w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_w < lm_warps;"
+       " lm_w += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
+    << "    const long long lm_j = lm_w % lm_n, lm_t = lm_w / lm_n, lm_g = lm_t % lm_groups, lm_b = lm_t / lm_groups;\n"
+    << "    const int lm_rows = (int)(lm_m - lm_g * 4 < 4 ? lm_m - lm_g * 4 : 4);\n"
+    // The batch coordinates of b, into both operands' offsets.
+    << "    long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j * " << c(b->strides[r - 1]) << ";\n"
+    << "    { long long lm_rem = lm_b;\n";
+  for (size_t d = r - 2; d-- > 0;)
+    s << "      { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * "
+      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << "; }\n";
+  s << "    }\n"
+    << "    const long long lm_as = " << c(a->strides[r - 2]) << ";\n"
+    << "    const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * 4 * lm_as;\n"
+    << "    const " << (bf16 ? "uint16_t" : "float") << "* lm_B = (const " << (bf16 ? "uint16_t" : "float") << "*)lm_in1 + lm_bo;\n"
+    << "    float lm_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+    // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
+    << "    const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk) & " << (per - 1) << ") == 0 && ((lm_ao | lm_as) & 3) == 0;\n"
+    << "    long long lm_p0 = 0;\n"
+    << "    if (lm_vec) {\n"
+    << "      for (long long lm_p = lm_lane * " << per << "; lm_p + " << per << " <= lm_kk; lm_p += 32 * " << per << ") {\n"
+    << "        float lm_wv[" << per << "];\n";
+  if (bf16)
+    s << "        const uint4 lm_raw = __ldg((const uint4*)(lm_B + lm_p));\n"
+      << "        const uint32_t lm_u[4] = {lm_raw.x, lm_raw.y, lm_raw.z, lm_raw.w};\n"
+      << "        for (int lm_e = 0; lm_e < 4; ++lm_e) { lm_wv[2 * lm_e] = __uint_as_float(lm_u[lm_e] << 16);"
+         " lm_wv[2 * lm_e + 1] = __uint_as_float(lm_u[lm_e] & 0xffff0000u); }\n";
+  else
+    s << "        const float4 lm_raw = __ldg((const float4*)(lm_B + lm_p));\n"
+      << "        lm_wv[0] = lm_raw.x; lm_wv[1] = lm_raw.y; lm_wv[2] = lm_raw.z; lm_wv[3] = lm_raw.w;\n";
+  s << "        for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "          if (lm_i >= lm_rows) break;\n"
+    << "          const float* lm_a = lm_A + lm_i * lm_as + lm_p;\n"
+    << "          for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
+    << "            const float4 lm_x = *(const float4*)(lm_a + lm_e);\n"
+    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.x, lm_wv[lm_e], lm_acc[lm_i]);\n"
+    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.y, lm_wv[lm_e + 1], lm_acc[lm_i]);\n"
+    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.z, lm_wv[lm_e + 2], lm_acc[lm_i]);\n"
+    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.w, lm_wv[lm_e + 3], lm_acc[lm_i]);\n"
+    << "          }\n        }\n      }\n"
+    << "      lm_p0 = lm_kk;\n    }\n"
+    // Unaligned rows: one element per lane per step.
+    << "    for (long long lm_p = lm_p0 + lm_lane; lm_p < lm_kk; lm_p += 32) {\n"
+    << "      const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_p])" : "lm_B[lm_p]") << ";\n"
+    << "      for (int lm_i = 0; lm_i < 4; ++lm_i)\n"
+    << "        if (lm_i < lm_rows) lm_acc[lm_i] = __fmaf_rn(lm_A[lm_i * lm_as + lm_p], lm_wv, lm_acc[lm_i]);\n    }\n"
+    << "    for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "      float lm_v = lm_acc[lm_i];\n"
+    << "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_o);\n"
+    << "      if (lm_lane == 0 && lm_i < lm_rows) { const long long lm_z = (lm_b * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j; "
+    << out_store("lm_z", DType::F32) << "      }\n    }\n  }\n";
+  return s.str();
+}
+
+// Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
+// length; a mask may limit the key and batch dims, never the head dim): one block per query
+// row. q's row goes to shared memory once (through its loader: grouped-query views merge dims
+// that one stride cannot express); each warp takes a key, its lanes over the head dim, reading
+// the key's row in consecutive runs; the softmax stays in shared memory; each thread then takes
+// an output column, reading the values' rows in consecutive runs. Addresses come from the
+// strides, computed once per key, not through the general index expressions.
+std::optional<std::string> strided_attention_body(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
+  const ViewLayer* k = plain_layer(n.inputs[1].view);
+  const ViewLayer* v = plain_layer(n.inputs[2].view);
+  const size_t r = n.inputs[0].view.rank();
+  if (!k || !v || r < 2 || k->shape.size() != r || v->shape.size() != r) return std::nullopt;
+  if (k->dim_masked(r - 2) || v->dim_masked(r - 1)) return std::nullopt;
+  if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
+  const DType t = dt[0];
+  auto valid = [&](const ViewLayer& l, size_t skip, const std::string& key_coord, size_t key_dim) {
+    std::string cond = "true";
+    for (size_t d = 0; d < r; ++d) {
+      if (d == skip || !l.dim_masked(d)) continue;
+      std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
+      cond += " && " + x + " >= " + c(l.mask_lo[d]) + " && " + x + " < " + c(l.mask_hi[d]);
+    }
+    return cond;
+  };
+  auto base = [&](const ViewLayer& l, const std::string& key_coord, size_t key_dim, size_t skip) {
+    std::string b = c(l.offset);
+    for (size_t d = 0; d < r; ++d) {
+      if (d == skip) continue;
+      std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
+      b += " + " + x + " * " + c(l.strides[d]);
+    }
+    return b;
+  };
+  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  std::ostringstream s;
+  s << "  extern __shared__ float lm_sh[];\n"
+    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_dk = " << c(n.inputs[0].view.shape()[r - 1])
+    << ", lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
+    << "  float* lm_q = lm_sh;\n  float* lm_sc = lm_sh + lm_dk;\n"
+    << "  const long long lm_row = blockIdx.x, lm_b = lm_row / lm_seq;\n"
+    << "  long long lm_bc[" << r << "] = {};\n"
+    << "  { long long lm_rem = lm_b;\n"
+    << "    for (int lm_d = " << static_cast<long>(r) - 3 << "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n"
+    << "  for (long long lm_p = threadIdx.x; lm_p < lm_dk; lm_p += blockDim.x) lm_q[lm_p] = (float)lm_ld0(lm_row * lm_dk + lm_p);\n"
+    << "  __syncthreads();\n"
+    << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
+    << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
+    << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
+    << "  for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
+    << "    const bool lm_ok = " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
+    << "    const long long lm_kb = " << base(*k, "lm_key", r - 1, r - 2) << ";\n"
+    << "    float lm_acc = 0.0f;\n"
+    << "    for (long long lm_p = lm_lane; lm_p < lm_dk; lm_p += 32) {\n"
+    << "      const float lm_kv = lm_ok ? " << load(dt[1], "lm_K[lm_kb + lm_p * lm_ksp]") << " : " << value_lit(n.inputs[1].view.pad_value(), dt[1]) << ";\n"
+    << "      lm_acc = __fmaf_rn(" << convert("lm_q[lm_p]", DType::F32, t) << ", lm_kv, lm_acc);\n    }\n"
+    << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
+    << "    if (lm_lane != 0) continue;\n"
+    << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
+    << "    lm_sc[lm_key] = lm_ld3(lm_row * lm_keys + lm_key) != 0 ? lm_scaled : __int_as_float((int)0xff800000u);\n  }\n"
+    << "  __syncthreads();\n"
+    << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
+    << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_key]);\n"
+    << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << "  float lm_sum = 0.0f;\n"
+    << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) {\n"
+    << "    const float lm_e = exp2f((lm_sc[lm_key] + lm_mx * -1.0f) * lm_log2e);\n    lm_sc[lm_key] = lm_e;\n    lm_sum += lm_e;\n  }\n"
+    << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
+    << "  __syncthreads();\n"
+    // Values: each warp takes every warps-th key and its lanes four consecutive output columns
+    // each (a warp reads a value row's 128 columns in one run); masked keys (probability 0)
+    // are skipped; the warps' partial rows meet in shared memory.
+    << "  float* lm_part = lm_sc + lm_keys;\n"
+    << "  for (long long lm_j0 = 0; lm_j0 < lm_dv; lm_j0 += 128) {\n"
+    << "    float lm_a[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+    << "    for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
+    << "      const float lm_pr = lm_sc[lm_key] * lm_rcp;\n"
+    << "      if (lm_pr == 0.0f) continue;\n"
+    << "      const bool lm_ok = " << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
+    << "      const long long lm_vb = " << base(*v, "lm_key", r - 2, r - 1) << ";\n"
+    << "      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << "        const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
+    << "        if (lm_j >= lm_dv) break;\n"
+    << "        const float lm_vv = lm_ok ? " << load(dt[2], "lm_V[lm_vb + lm_j * lm_vsj]") << " : "
+    << value_lit(n.inputs[2].view.pad_value(), dt[2]) << ";\n"
+    << "        lm_a[lm_e] = __fmaf_rn(lm_pr, lm_vv, lm_a[lm_e]);\n      }\n    }\n"
+    << "    for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << "      const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
+    << "      if (lm_j < lm_dv) lm_part[lm_warp * lm_dv + lm_j] = lm_a[lm_e];\n    }\n  }\n"
+    << "  __syncthreads();\n"
+    << "  for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
+    << "    float lm_acc = 0.0f;\n    for (int lm_w = 0; lm_w < lm_warps; ++lm_w) lm_acc += lm_part[lm_w * lm_dv + lm_j];\n"
+    << "    ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_dv + lm_j] = " << store(out_dtype, convert("lm_acc", DType::F32, out_dtype)) << ";\n  }\n";
+  // The batch dims' sizes, for splitting the batch index into coordinates.
+  std::string shape_fn = "  auto lm_shape_of = [&](int lm_d) -> long long {\n    switch (lm_d) {\n";
+  for (size_t d = 0; d + 2 < r; ++d) shape_fn += "      case " + std::to_string(d) + ": return " + c(k->shape[d]) + ";\n";
+  shape_fn += "      default: return 1;\n    }\n  };\n";
+  return shape_fn + s.str();
+}
+
 }  // namespace
 
 std::string cuda_prelude() {
@@ -197,6 +375,14 @@ __device__ T lm_block_reduce(T v, F f) {
   v = lm_red[0];
   for (int w = 1; w < warps; ++w) v = f(v, lm_red[w]);
   return v;
+}
+extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const float* in, long long rows, long long cols, long long ld) {
+  for (long long z = blockIdx.x * (long long)blockDim.x + threadIdx.x; z < rows * cols; z += (long long)gridDim.x * blockDim.x) {
+    const long long r = z / cols;
+    const float x = in[r * ld + (z - r * cols)];
+    hi[z] = lm_f32_bf16(x);
+    if (lo) lo[z] = lm_f32_bf16(x - lm_bf16_f32(hi[z]));
+  }
 }
 )";
 }
@@ -346,6 +532,39 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
     const size_t rank = a.size();
     if (rank < 2 || w.in_shape(1).size() != rank) throw Error("CUDA backend: Matmul needs [.., m, k] and [.., k, n] of one rank");
     const DType t = w.in_dtype(0);
+    auto store_v = [&](const std::string& at, DType from) { return w.out_store(at, "lm_v", from); };
+    const ViewLayer* la = plain_strided(n.inputs[0].view);
+    const ViewLayer* lb = plain_strided(n.inputs[1].view);
+    bool unbatched = true;
+    for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
+    if (auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v)) {
+      r.launches.push_back({w.finish(*body, source, defined), Launch::Grid::Elements, count * 32});
+      // Without batch dims (a linear layer), the library may take it for many rows.
+      if (unbatched)
+        r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
+                                  lb->offset, lb->strides[rank - 1], w.in_dtype(0), w.in_dtype(1)};
+      return r;
+    }
+    // A linear layer whose activations arrive through a view of several layers: copy them into
+    // a contiguous [m, k] scratch first (one cheap pass), then take the paths above.
+    const ViewLayer scratch = ViewLayer::contiguous({a[rank - 2], a[rank - 1]});
+    if (unbatched && lb && t == DType::F32) {
+      std::vector<Expr> b2 = {lb->shape[rank - 2], lb->shape[rank - 1]};
+      ViewLayer lb2 = ViewLayer::contiguous(b2);
+      lb2.strides = {lb->strides[rank - 2], lb->strides[rank - 1]};
+      lb2.offset = lb->offset;
+      const std::string copy_count = "  const long long lm_count = " + c(a[rank - 2] * a[rank - 1]) + ";\n";
+      auto body = strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v);
+      if (body) {
+        r.scratch_f32 = a[rank - 2] * a[rank - 1];
+        r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", source, defined),
+                              Launch::Grid::Elements, a[rank - 2] * a[rank - 1]});
+        r.launches.push_back({w.finish(*body, source, defined), Launch::Grid::Elements, count * 32});
+        r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],
+                                  lb->offset, lb->strides[rank - 1], DType::F32, w.in_dtype(1)};
+        return r;
+      }
+    }
     Acc acc = accumulator(true, t);
     // One warp per output: lanes stride over k, so a weight row [n, k] read transposed and A's
     // row are both read in 128-byte runs; the lanes' partial sums meet in a shuffle tree.
@@ -365,22 +584,34 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
     return r;
   }
   if (k == "Attention") {
-    // One block per query row: its scores live in shared memory (4 bytes per key).
+    // One block per query row: its scores live in shared memory (4 bytes per key). Decode has
+    // few rows (one per head): splitting the keys over blocks is the next step.
     const std::vector<Expr>& q = w.in_shape(0);
     const size_t rank = q.size();
     const DType t = w.in_dtype(0);
     const Expr keys = w.in_shape(1).back(), seq = q[rank - 2];
+    if (auto body = strided_attention_body(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+      // Shared: q's row, the scores, and each warp's partial output row.
+      rows(*body, product_of(q, 0, rank - 1), (keys + q[rank - 1] + (kBlockThreads / 32) * w.in_shape(2).back()) * 4);
+      return r;
+    }
     std::ostringstream s;
     s << "  extern __shared__ float lm_sc[];\n"
       << "  const long long lm_seq = " << c(seq) << ", lm_dk = " << c(q[rank - 1]) << ", lm_keys = " << c(keys)
       << ", lm_dv = " << c(w.in_shape(2).back()) << ";\n"
       << "  const long long lm_row = blockIdx.x, lm_b = lm_row / lm_seq;\n"
-      << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) {\n"
-      << "    float lm_acc = 0.0f;\n    for (long long lm_p = 0; lm_p < lm_dk; ++lm_p) {\n"
+      // Scores: one warp per key, the lanes over the head dim (q's row and the key's row are
+      // read in consecutive runs), a shuffle tree for the sum.
+      << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
+      << "  for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
+      << "    float lm_acc = 0.0f;\n    for (long long lm_p = lm_lane; lm_p < lm_dk; lm_p += 32) {\n"
       << product(t, "lm_ld0(lm_row * lm_dk + lm_p)", t, "lm_ld1((lm_b * lm_dk + lm_p) * lm_keys + lm_key)", w.in_dtype(1), "      ")
       << "      lm_acc += (float)v0;\n    }\n"
+      << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
+      << "    if (lm_lane != 0) continue;\n"
       << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
       << "    lm_sc[lm_key] = lm_ld3(lm_row * lm_keys + lm_key) != 0 ? lm_scaled : __int_as_float((int)0xff800000u);\n  }\n"
+      << "  __syncthreads();\n"
       << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
       << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_key]);\n"
       << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"

@@ -29,13 +29,33 @@ struct Launch {
   Expr shared_bytes = Expr(0);  // dynamic shared memory per block
 };
 
+// A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
+// both operands plain strided with unit stride along k: it may run on cuBLASLt instead.
+struct LinearOperands {
+  Expr m, n, k;
+  // A is first copied into a contiguous [m, k] scratch (launches[0] writes it): its view is not
+  // one strided layer (attention's heads merged back into rows).
+  bool a_from_scratch = false;
+  Expr a_offset, a_row_stride, w_offset, w_row_stride;  // elements
+  DType a_dtype = DType::F32, w_dtype = DType::F32;
+};
+
 struct NodeKernels {
   std::vector<Launch> launches;  // in order
   std::vector<std::string> dims; // the dims the functions read, in argument order
   // Scatter only: launches[0] copies the destination, launches[1] writes the updates; an
   // in-place scatter runs launches[1] alone on the destination's buffer.
   bool scatter = false;
+  std::optional<LinearOperands> linear;
+  // Launches that write a scratch buffer of this many f32 elements instead of the output (and
+  // the ones after them read it as input 0).
+  std::optional<Expr> scratch_f32;
 };
+
+// A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:
+// (hi, lo, in, rows, cols, ld) writes hi[r, c] = bf16(x) and, when lo is not null,
+// lo[r, c] = bf16(x - hi) for x = in[r * ld + c]; hi + lo holds x to about 2^-17.
+constexpr const char* kRowsToBf16 = "lm_rows_to_bf16";
 
 // The helpers every generated module starts with.
 std::string cuda_prelude();

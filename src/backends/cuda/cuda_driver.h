@@ -45,6 +45,7 @@ class Context {
   void fill_zero(DevicePtr dst, size_t bytes);
   void synchronize();
   size_t free_memory() const;
+  void* stream() const { return stream_; }  // a CUstream, for libraries (cuBLASLt)
 
   // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
   void launch(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, size_t shared_bytes,

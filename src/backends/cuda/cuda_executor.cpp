@@ -1,8 +1,10 @@
 #include "backends/cuda/cuda_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
+#include "backends/cuda/cublaslt.h"
 #include "backends/cuda/nvrtc.h"
 #include "core/error.h"
 
@@ -21,13 +23,19 @@ PlanKernels generate_plan_kernels(const Graph& plan) {
   return k;
 }
 
-CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir) : graph_(std::move(plan)), ctx_(Context::get()) {
+CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options)
+    : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
   kernels_ = generate_plan_kernels(graph_);
   CompiledKernels compiled = nvrtc_compile(kernels_.source, ctx_.arch(), cache_dir);
   compile_ms_ = compiled.compile_ms;
   from_cache_ = compiled.from_cache;
   module_ = std::make_unique<Module>(ctx_, compiled.cubin);
   functions_ = kernels_.functions;
+  rows_to_bf16_ = module_->function(kRowsToBf16);
+  const char* env = std::getenv("LUMINAL_CUBLASLT");
+  cublaslt_ = cublaslt_unavailable_reason().empty() && !(env && std::string(env) == "0");
+  const char* bf16 = std::getenv("LUMINAL_CUDA_BF16_ACTIVATIONS");
+  if (bf16 && std::string(bf16) == "1") options_.bf16_activations = true;
   functions_by_node_.resize(graph_.size());
   std::map<std::string, void*> by_name;
   for (size_t id = 0; id < graph_.size(); ++id) {
@@ -41,6 +49,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir) : graph_(st
 }
 
 CudaExecutor::~CudaExecutor() {
+  for (auto& [id, k] : kept_) ctx_.free(k.value.ptr);
   for (auto& [id, b] : inputs_) ctx_.free(b.ptr);
   for (auto& [name, b] : outputs_) ctx_.free(b.ptr);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
@@ -51,7 +60,7 @@ size_t CudaExecutor::device_bytes() const {
   for (const auto& [id, b] : inputs_) n += b.bytes;
   for (const auto& [name, b] : outputs_) n += b.bytes;
   for (const auto& [size, b] : free_) n += b.bytes;
-  return n;
+  return n + kept_bytes_;
 }
 
 void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
@@ -79,6 +88,16 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
     it = inputs_.insert_or_assign(id, d).first;
   }
   ctx_.upload(it->second.ptr, src->bytes(), src->nbytes());
+  ++input_versions_[id];
+}
+
+std::vector<uint64_t> CudaExecutor::versions_of(NodeId id) const {
+  std::vector<uint64_t> v;
+  for (NodeId r : invariants_.reads(id)) {
+    auto it = input_versions_.find(r);
+    v.push_back(it == input_versions_.end() ? 0 : it->second);
+  }
+  return v;
 }
 
 void CudaExecutor::set_dim(const std::string& name, int64_t value) {
@@ -133,7 +152,7 @@ CudaExecutor::DeviceBuffer CudaExecutor::take(DType t, const std::vector<int64_t
 }
 
 void CudaExecutor::give_back(DeviceBuffer b) {
-  if (b.ptr) free_.emplace(b.bytes, b);
+  if (b.ptr && !b.kept) free_.emplace(b.bytes, b);
 }
 
 void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in) {
@@ -158,6 +177,38 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, static_cast<size_t>(shared), args.data());
 }
 
+bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
+  if (!cublaslt_) return false;
+  const int64_t m = l.m.eval(dims_), n = l.n.eval(dims_), k = l.k.eval(dims_);
+  if (m < kLibraryMinRows || n <= 0 || k <= 0) return false;
+  const int64_t a_off = l.a_offset.eval(dims_), lda = l.a_row_stride.eval(dims_);
+  const int64_t w_off = l.w_offset.eval(dims_), ldw = l.w_row_stride.eval(dims_);
+  const size_t ws = dtype_size(l.w_dtype);
+  // cuBLASLt's algorithms may assume 256-byte aligned matrices and 16-byte aligned rows.
+  if ((w_off * ws) % 256 != 0 || (ldw * ws) % 16 != 0 || lda < k || ldw < k) return false;
+  const DevicePtr w = in[1] + static_cast<DevicePtr>(w_off) * ws;
+  if (l.w_dtype == DType::BF16) {
+    if (!options_.tensor_cores) return false;
+    const bool split = !options_.bf16_activations;
+    DeviceBuffer hi = take(DType::BF16, {m, k});
+    std::optional<DeviceBuffer> lo;
+    if (split) lo = take(DType::BF16, {m, k});
+    DevicePtr lo_ptr = lo ? lo->ptr : 0, src = in[0] + static_cast<DevicePtr>(a_off) * 4;
+    long long rows = m, cols = k, ld = lda;
+    void* args[] = {&hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
+    const int64_t blocks = std::min<int64_t>((m * k + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * 16);
+    ctx_.launch(rows_to_bf16_, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, 0, args);
+    cublaslt_linear(ctx_, DType::BF16, hi.ptr, k, w, ldw, out, n, m, n, k);
+    if (lo) cublaslt_linear(ctx_, DType::BF16, lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);
+    give_back(hi);  // the stream orders their reuse after the GEMMs
+    if (lo) give_back(*lo);
+    return true;
+  }
+  if ((a_off * 4) % 256 != 0 || (lda * 4) % 16 != 0) return false;
+  cublaslt_linear(ctx_, DType::F32, in[0] + static_cast<DevicePtr>(a_off) * 4, lda, w, ldw, out, n, m, n, k);
+  return true;
+}
+
 bool CudaExecutor::scatter_in_place(const Node& n, const std::vector<int>& uses) const {
   if (n.op != OpKind::Scatter) return false;
   const Edge& dest = n.inputs[0];
@@ -175,6 +226,7 @@ void CudaExecutor::run() {
     readers_.assign(graph_.size(), 0);
     for (NodeId id : order_)
       for (const Edge& e : graph_.node(id).inputs) ++readers_[e.src];
+    invariants_.analyse(graph_, order_);
   }
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
@@ -194,28 +246,88 @@ void CudaExecutor::run() {
       }
     }
   };
+  std::optional<Context::Timer> timer;
+  if (profiling_) timer.emplace(ctx_);
   for (NodeId id : order_) {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     const NodeKernels& k = *kernels_.per_node[id];
+    const bool in_place_scatter = scatter_in_place(n, uses);
+    const bool invariant = !in_place_scatter && n.op != OpKind::Output && invariants_.invariant(id);
+    if (invariant) {
+      auto it = kept_.find(id);
+      if (it != kept_.end() && it->second.versions == versions_of(id)) {
+        release_inputs(n, 0);
+        live[id] = it->second.value;
+        continue;
+      }
+    }
+    if (timer) timer->start();
+    struct Record {  // adds the node's device time to its label when profiling
+      CudaExecutor& e;
+      std::optional<Context::Timer>& t;
+      const Node& n;
+      ~Record() {
+        if (!t) return;
+        std::string label = n.op == OpKind::Kernel ? n.kernel : op_name(n.op);
+        ProfileEntry& p = e.profile_[label];
+        p.label = label;
+        ++p.calls;
+        try {
+          p.ms += t->stop_ms();
+        } catch (...) {  // a failing kernel is reported by the run's own synchronize
+        }
+      }
+    } record{*this, timer, n};
     std::vector<DevicePtr> in;
     for (const Edge& e : n.inputs) in.push_back(ptr_of(e.src));
-    if (scatter_in_place(n, uses)) {
+    if (in_place_scatter) {
       launch(k.launches[1], k, functions_by_node_[id][1], in[0], in);
       in_place[id] = n.inputs[0].src;
+      ++input_versions_[n.inputs[0].src];
       --uses[n.inputs[0].src];
       release_inputs(n, 1);
       continue;
     }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
-    for (size_t i = 0; i < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
+    size_t first = 0;
+    std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
+    if (k.scratch_f32) {
+      scratch = take(DType::F32, {k.scratch_f32->eval(dims_)});
+      launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
+      in[0] = scratch->ptr;
+      first = 1;
+    }
+    if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in)))
+      for (size_t i = first; i < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
+    if (scratch) give_back(*scratch);
     release_inputs(n, 0);
+    if (invariant) {
+      auto it = kept_.find(id);
+      if (it != kept_.end()) {  // its inputs changed: the new value replaces the old one
+        kept_bytes_ -= it->second.value.bytes;
+        ctx_.free(it->second.value.ptr);
+        kept_.erase(it);
+      }
+      if (kept_bytes_ + out.bytes <= kMaxKeptBytes) {
+        out.kept = true;
+        kept_bytes_ += out.bytes;
+        kept_[id] = Kept{out, versions_of(id)};
+      }
+    }
     if (n.op == OpKind::Output) outputs_[n.name] = out;
     else live[id] = out;
   }
   for (auto& b : live)
     if (b) give_back(*b);
   ctx_.synchronize();  // a failing kernel reports here, not in a later call
+}
+
+std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const {
+  std::vector<ProfileEntry> r;
+  for (const auto& [label, p] : profile_) r.push_back(p);
+  std::sort(r.begin(), r.end(), [](const ProfileEntry& a, const ProfileEntry& b) { return a.ms > b.ms; });
+  return r;
 }
 
 Buffer CudaExecutor::output(const std::string& name) const {

@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_driver.h"
 #include "graph/graph.h"
 #include "runtime/buffer.h"
+#include "runtime/run_invariants.h"
 
 namespace luminal::cuda {
 
@@ -26,11 +27,22 @@ struct PlanKernels {
 };
 PlanKernels generate_plan_kernels(const Graph& plan);
 
+struct CudaOptions {
+  // Linear layers with bf16 weights and at least kLibraryMinRows rows run on the tensor cores
+  // (cuBLASLt). Their f32 activations are split into two bf16 parts, hi + lo, and multiplied
+  // twice, which keeps them to about 2^-17 (f32-faithful logits). Off: the generated kernel,
+  // which agrees with the reference to f32 rounding.
+  bool tensor_cores = true;
+  // One bf16 part only, as PyTorch runs a bf16 model: half the tensor-core work, activations
+  // rounded to bf16 (about 2^-9). Also LUMINAL_CUDA_BF16_ACTIVATIONS=1.
+  bool bf16_activations = false;
+};
+
 class CudaExecutor {
  public:
   // Generates and compiles the plan's kernels (cached on disk under cache_dir/cuda; empty: no
   // cache). Throws Error when there is no usable GPU, saying why.
-  explicit CudaExecutor(Graph plan, const std::string& cache_dir);
+  CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options = {});
   ~CudaExecutor();
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
@@ -47,12 +59,24 @@ class CudaExecutor {
   bool compiled_from_cache() const { return from_cache_; }
   size_t device_bytes() const;  // held now: inputs, outputs and the free list
 
+  // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
+  // each node (synchronizing after every node, so only for finding where time goes).
+  struct ProfileEntry {
+    std::string label;
+    int64_t calls = 0;
+    double ms = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  void clear_profile() { profile_.clear(); }
+  std::vector<ProfileEntry> profile() const;  // slowest first
+
  private:
   struct DeviceBuffer {
     DevicePtr ptr = 0;
     size_t bytes = 0;  // allocated
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
+    bool kept = false;  // a run invariant's value: never returned to the free list
   };
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
   void give_back(DeviceBuffer b);
@@ -60,6 +84,8 @@ class CudaExecutor {
   std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
   bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
+  // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
+  bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in);
 
   Graph graph_;
   Context& ctx_;
@@ -67,6 +93,12 @@ class CudaExecutor {
   std::unique_ptr<Module> module_;
   std::vector<std::vector<void*>> functions_by_node_;
   size_t functions_ = 0;
+  void* rows_to_bf16_ = nullptr;
+  bool cublaslt_ = false;  // cuBLASLt loaded; off with LUMINAL_CUBLASLT=0
+  CudaOptions options_;
+  // From this many rows a linear layer runs on the tensor cores (bf16 activations), below it
+  // on the generated GEMV, which reads the weights once in full lines.
+  static constexpr int64_t kLibraryMinRows = 16;
   double compile_ms_ = 0;
   bool from_cache_ = false;
   std::map<NodeId, DeviceBuffer> inputs_;
@@ -77,6 +109,21 @@ class CudaExecutor {
   std::vector<std::string> graph_dims_;
   std::vector<NodeId> order_;
   std::vector<int> readers_;
+  // Values computed from weights and constants alone (runtime/run_invariants.h) are kept on the
+  // device from run to run until an input they read changes: about half of a decode step's
+  // nodes (index tables, casts of norm weights, masks of constant shape).
+  RunInvariants invariants_;
+  struct Kept {
+    DeviceBuffer value;
+    std::vector<uint64_t> versions;
+  };
+  std::map<NodeId, Kept> kept_;
+  std::map<NodeId, uint64_t> input_versions_;
+  size_t kept_bytes_ = 0;
+  static constexpr size_t kMaxKeptBytes = size_t(512) << 20;
+  std::vector<uint64_t> versions_of(NodeId id) const;
+  bool profiling_ = false;
+  std::map<std::string, ProfileEntry> profile_;
 };
 
 }  // namespace luminal::cuda

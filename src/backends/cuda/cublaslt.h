@@ -1,0 +1,23 @@
+#pragma once
+// Linear layers with many rows (prefill) through cuBLASLt, loaded at run time (dlopen of
+// libcublasLt), on the tensor cores. Few rows (decode) stay on the generated GEMV, which is
+// bandwidth-bound and needs no library.
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_driver.h"
+#include "core/dtype.h"
+
+namespace luminal::cuda {
+
+// Empty when cuBLASLt can be loaded; otherwise why not.
+std::string cublaslt_unavailable_reason();
+
+// C[m, n] (+)= A[m, k] · Wᵀ for W [n, k]; all row-major with the given row strides (elements).
+// A and W share dtype `t`: bf16 (f32 accumulation) or f32 (full f32 math, no TF32). C is f32;
+// `accumulate` adds to it. Runs on the context's stream; algorithms come from cuBLASLt's
+// heuristic, cached per shape.
+void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr w, int64_t ldw, DevicePtr c, int64_t ldc,
+                     int64_t m, int64_t n, int64_t k, bool accumulate = false);
+
+}  // namespace luminal::cuda
