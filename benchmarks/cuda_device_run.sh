@@ -23,7 +23,7 @@ echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 
 echo "== test_cuda"
-"$BIN/tests/test_cuda" > "$OUT/test_cuda.txt" 2>&1
+"$BIN/tests/test_cuda" ${TEST_FILTER:+--gtest_filter=$TEST_FILTER} > "$OUT/test_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected|element" "$OUT/test_cuda.txt" | head -n 40
 
 echo "== fixture models on cuda"

@@ -200,27 +200,42 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
     << "    const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk) & " << (per - 1) << ") == 0 && ((lm_ao | lm_as) & 3) == 0;\n"
     << "    long long lm_p0 = 0;\n"
-    << "    if (lm_vec) {\n"
-    << "      for (long long lm_p = lm_lane * " << per << "; lm_p + " << per << " <= lm_kk; lm_p += 32 * " << per << ") {\n"
-    << "        float lm_wv[" << per << "];\n";
-  if (bf16)
-    s << "        const uint4 lm_raw = __ldg((const uint4*)(lm_B + lm_p));\n"
-      << "        const uint32_t lm_u[4] = {lm_raw.x, lm_raw.y, lm_raw.z, lm_raw.w};\n"
-      << "        for (int lm_e = 0; lm_e < 4; ++lm_e) { lm_wv[2 * lm_e] = __uint_as_float(lm_u[lm_e] << 16);"
-         " lm_wv[2 * lm_e + 1] = __uint_as_float(lm_u[lm_e] & 0xffff0000u); }\n";
-  else
-    s << "        const float4 lm_raw = __ldg((const float4*)(lm_B + lm_p));\n"
-      << "        lm_wv[0] = lm_raw.x; lm_wv[1] = lm_raw.y; lm_wv[2] = lm_raw.z; lm_wv[3] = lm_raw.w;\n";
-  s << "        for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
-    << "          if (lm_i >= lm_rows) break;\n"
-    << "          const float* lm_a = lm_A + lm_i * lm_as + lm_p;\n"
-    << "          for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
-    << "            const float4 lm_x = *(const float4*)(lm_a + lm_e);\n"
-    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.x, lm_wv[lm_e], lm_acc[lm_i]);\n"
-    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.y, lm_wv[lm_e + 1], lm_acc[lm_i]);\n"
-    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.z, lm_wv[lm_e + 2], lm_acc[lm_i]);\n"
-    << "            lm_acc[lm_i] = __fmaf_rn(lm_x.w, lm_wv[lm_e + 3], lm_acc[lm_i]);\n"
-    << "          }\n        }\n      }\n"
+    << "    if (lm_vec) {\n";
+  // The products of one 16-byte chunk of W (register `raw`, at column `at`) with up to four rows.
+  auto chunk = [&](const std::string& raw, const std::string& at) {
+    std::ostringstream o;
+    o << "        {\n          float lm_wv[" << per << "];\n";
+    if (bf16)
+      o << "          const uint32_t lm_u[4] = {" << raw << ".x, " << raw << ".y, " << raw << ".z, " << raw << ".w};\n"
+        << "          for (int lm_e = 0; lm_e < 4; ++lm_e) { lm_wv[2 * lm_e] = __uint_as_float(lm_u[lm_e] << 16);"
+           " lm_wv[2 * lm_e + 1] = __uint_as_float(lm_u[lm_e] & 0xffff0000u); }\n";
+    else
+      o << "          lm_wv[0] = " << raw << ".x; lm_wv[1] = " << raw << ".y; lm_wv[2] = " << raw << ".z; lm_wv[3] = " << raw << ".w;\n";
+    o << "          for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+      << "            if (lm_i >= lm_rows) break;\n"
+      << "            const float* lm_a = lm_A + lm_i * lm_as + " << at << ";\n"
+      << "            for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
+      << "              const float4 lm_x = *(const float4*)(lm_a + lm_e);\n"
+      << "              lm_acc[lm_i] = __fmaf_rn(lm_x.x, lm_wv[lm_e], lm_acc[lm_i]);\n"
+      << "              lm_acc[lm_i] = __fmaf_rn(lm_x.y, lm_wv[lm_e + 1], lm_acc[lm_i]);\n"
+      << "              lm_acc[lm_i] = __fmaf_rn(lm_x.z, lm_wv[lm_e + 2], lm_acc[lm_i]);\n"
+      << "              lm_acc[lm_i] = __fmaf_rn(lm_x.w, lm_wv[lm_e + 3], lm_acc[lm_i]);\n"
+      << "            }\n          }\n        }\n";
+    return o.str();
+  };
+  const std::string vec = bf16 ? "uint4" : "float4";
+  const std::string step = "(32 * " + std::to_string(per) + ")";
+  // Four loads in flight per lane before their products: decode is a stream over W, and one
+  // outstanding 16-byte load per lane leaves the memory system idle between them.
+  s << "      long long lm_p = lm_lane * " << per << ";\n"
+    << "      for (; lm_p + 3 * " << step << " + " << per << " <= lm_kk; lm_p += 4 * " << step << ") {\n";
+  for (int u = 0; u < 4; ++u)
+    s << "        const " << vec << " lm_r" << u << " = __ldg((const " << vec << "*)(lm_B + lm_p + " << u << " * " << step << "));\n";
+  for (int u = 0; u < 4; ++u) s << chunk("lm_r" + std::to_string(u), "lm_p + " + std::to_string(u) + " * " + step);
+  s << "      }\n"
+    << "      for (; lm_p + " << per << " <= lm_kk; lm_p += " << step << ") {\n"
+    << "        const " << vec << " lm_r0 = __ldg((const " << vec << "*)(lm_B + lm_p));\n"
+    << chunk("lm_r0", "lm_p") << "      }\n"
     << "      lm_p0 = lm_kk;\n    }\n"
     // Unaligned rows: one element per lane per step.
     << "    for (long long lm_p = lm_p0 + lm_lane; lm_p < lm_kk; lm_p += 32) {\n"
@@ -283,7 +298,11 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
+    // A masked key's score is -inf whatever its row holds: its row is not read (half the
+    // keys of a causal prefill).
     << "  for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
+    << "    if (lm_ld3(lm_row * lm_keys + lm_key) == 0) {\n"
+    << "      if (lm_lane == 0) lm_sc[lm_key] = __int_as_float((int)0xff800000u);\n      continue;\n    }\n"
     << "    const bool lm_ok = " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
     << "    const long long lm_kb = " << base(*k, "lm_key", r - 1, r - 2) << ";\n"
     << "    float lm_acc = 0.0f;\n"
@@ -293,7 +312,7 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
     << "    if (lm_lane != 0) continue;\n"
     << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
-    << "    lm_sc[lm_key] = lm_ld3(lm_row * lm_keys + lm_key) != 0 ? lm_scaled : __int_as_float((int)0xff800000u);\n  }\n"
+    << "    lm_sc[lm_key] = lm_scaled;\n  }\n"
     << "  __syncthreads();\n"
     << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
     << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_key]);\n"

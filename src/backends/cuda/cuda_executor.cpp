@@ -107,6 +107,7 @@ void CudaExecutor::set_dim(const std::string& name, int64_t value) {
 
 void CudaExecutor::bind_dims() {
   dims_.clear();
+  evaluated_.clear();
   for (const auto& [k, v] : explicit_dims_) dims_[k] = v;
   for (NodeId id : graph_.inputs()) {
     const Node& n = graph_.node(id);
@@ -128,10 +129,17 @@ void CudaExecutor::bind_dims() {
   }
 }
 
-std::vector<int64_t> CudaExecutor::concrete(const std::vector<Expr>& shape) const {
+std::vector<int64_t> CudaExecutor::concrete(const std::vector<Expr>& shape) {
   std::vector<int64_t> r;
-  for (const Expr& e : shape) r.push_back(e.eval(dims_));
+  for (const Expr& e : shape) r.push_back(eval(e));
   return r;
+}
+
+int64_t CudaExecutor::eval(const Expr& e) {
+  if (auto v = e.as_const()) return *v;
+  auto [it, fresh] = evaluated_.try_emplace(e.node(), 0);
+  if (fresh) it->second = e.eval(dims_);
+  return it->second;
 }
 
 CudaExecutor::DeviceBuffer CudaExecutor::take(DType t, const std::vector<int64_t>& shape) {
@@ -164,12 +172,12 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   args.push_back(&out);
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
   args.push_back(&dims);
-  const int64_t work = l.work.eval(dims_);
+  const int64_t work = eval(l.work);
   if (work <= 0) return;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
     blocks = std::min<int64_t>((work + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * 16);
-  const int64_t shared = l.shared_bytes.eval(dims_);
+  const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
                 std::to_string(ctx_.info().max_shared_per_block) + " (attention over too many keys: use a smaller --context)");
@@ -179,10 +187,10 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
 
 bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
   if (!cublaslt_) return false;
-  const int64_t m = l.m.eval(dims_), n = l.n.eval(dims_), k = l.k.eval(dims_);
+  const int64_t m = eval(l.m), n = eval(l.n), k = eval(l.k);
   if (m < kLibraryMinRows || n <= 0 || k <= 0) return false;
-  const int64_t a_off = l.a_offset.eval(dims_), lda = l.a_row_stride.eval(dims_);
-  const int64_t w_off = l.w_offset.eval(dims_), ldw = l.w_row_stride.eval(dims_);
+  const int64_t a_off = eval(l.a_offset), lda = eval(l.a_row_stride);
+  const int64_t w_off = eval(l.w_offset), ldw = eval(l.w_row_stride);
   const size_t ws = dtype_size(l.w_dtype);
   // cuBLASLt's algorithms may assume 256-byte aligned matrices and 16-byte aligned rows.
   if ((w_off * ws) % 256 != 0 || (ldw * ws) % 16 != 0 || lda < k || ldw < k) return false;
@@ -209,12 +217,15 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
   return true;
 }
 
-bool CudaExecutor::scatter_in_place(const Node& n, const std::vector<int>& uses) const {
+bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses) {
   if (n.op != OpKind::Scatter) return false;
   const Edge& dest = n.inputs[0];
   const Node& src = graph_.node(dest.src);
-  return src.op == OpKind::Input && uses[dest.src] == 1 && dest.view.is_contiguous() && src.dtype == n.dtype &&
-         provably_equal(dest.view.shape(), src.shape);
+  // The symbolic part (a proof over the shapes) is the same on every run: decided once.
+  auto [it, fresh] = scatter_plain_.try_emplace(id, false);
+  if (fresh)
+    it->second = src.op == OpKind::Input && dest.view.is_contiguous() && src.dtype == n.dtype && provably_equal(dest.view.shape(), src.shape);
+  return it->second && uses[dest.src] == 1;
 }
 
 void CudaExecutor::run() {
@@ -252,7 +263,7 @@ void CudaExecutor::run() {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     const NodeKernels& k = *kernels_.per_node[id];
-    const bool in_place_scatter = scatter_in_place(n, uses);
+    const bool in_place_scatter = scatter_in_place(id, n, uses);
     const bool invariant = !in_place_scatter && n.op != OpKind::Output && invariants_.invariant(id);
     if (invariant) {
       auto it = kept_.find(id);
@@ -293,7 +304,7 @@ void CudaExecutor::run() {
     size_t first = 0;
     std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
     if (k.scratch_f32) {
-      scratch = take(DType::F32, {k.scratch_f32->eval(dims_)});
+      scratch = take(DType::F32, {eval(*k.scratch_f32)});
       launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
       in[0] = scratch->ptr;
       first = 1;

@@ -5,6 +5,7 @@
 // nothing; a Scatter into an input that nothing else reads updates it in place (the KV cache).
 // The same calls as the reference interpreter, so callers and tests swap one for the other.
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,9 +82,13 @@ class CudaExecutor {
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
   void give_back(DeviceBuffer b);
   void bind_dims();
-  std::vector<int64_t> concrete(const std::vector<Expr>& shape) const;
+  std::vector<int64_t> concrete(const std::vector<Expr>& shape);
+  // Expressions are interned, so the layers' shapes share nodes: each is evaluated once per run.
+  int64_t eval(const Expr& e);
+  std::unordered_map<const void*, int64_t> evaluated_;
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
-  bool scatter_in_place(const Node& n, const std::vector<int>& uses) const;
+  bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
+  std::map<NodeId, bool> scatter_plain_;
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
   bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in);
 
