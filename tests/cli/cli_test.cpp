@@ -102,6 +102,22 @@ TEST(Cli, BadInputGivesAClearErrorAndStatus1) {
   EXPECT_NE(bad_option.out.find("unknown option '--frobnicate'"), std::string::npos) << bad_option.out;
 }
 
+// --backend cuda: on a GPU machine it generates the fixture's greedy tokens; anywhere else it
+// fails at once with what is missing, never a crash.
+TEST(Cli, CudaBackendRunsOrSaysWhyNot) {
+  nlohmann::json ref = reference("llama-tiny");
+  CliRun r = luminal("generate --no-cache --backend cuda --json --max-new-tokens 4 --model " + model("llama-tiny") + " --ids " +
+                         ids_arg(ref["input_ids"]),
+                     true);
+  if (r.status == 0) {
+    EXPECT_NE(r.out.find("\"new_token_ids\""), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("the cuda backend cannot run here: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << r.out;
+}
+
 TEST(Cli, BenchPrintsOneJsonLine) {
   CliRun r = luminal("bench --no-cache --model " + model("qwen3-tiny") + " --prompt-tokens 8 --new-tokens 4 --iters 2");
   ASSERT_EQ(r.status, 0) << r.out;
