@@ -1,0 +1,54 @@
+#include "backends/cuda/cuda_codegen_parts.h"
+
+#include <cstdio>
+
+#include "runtime/buffer.h"
+#include "backends/cpu/fused_codegen.h"
+
+namespace luminal::cuda::gen {
+
+using namespace luminal::cpu::codegen;
+
+std::string float_lit(float f) {
+  if (f != f) return "__int_as_float(0x7fc00000)";
+  if (f == __builtin_inff()) return "__int_as_float(0x7f800000)";
+  if (f == -__builtin_inff()) return "__int_as_float((int)0xff800000u)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", static_cast<double>(f));  // hex: exact
+  return std::string("(float)") + buf;
+}
+
+std::string value_lit(double v, DType t) {
+  double c = convert_value(v, t);
+  if (is_int(t)) return "(int32_t)(" + std::to_string(static_cast<int64_t>(c)) + "LL)";
+  return float_lit(static_cast<float>(c));
+}
+
+std::string c(const Expr& e) { return "(" + e.to_c("lm_q") + ")"; }
+
+Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to) {
+  Expr p = 1;
+  for (size_t d = from; d < to && d < shape.size(); ++d) p = p * shape[d];
+  return p;
+}
+
+FusedProgram single(OpKind op, DType out, DType in0, int n_inputs) {
+  FusedProgram p;
+  p.n_inputs = n_inputs;
+  FusedInstr i;
+  i.op = static_cast<int>(op);
+  i.dtype = out;
+  i.in_dtype = in0;
+  i.a = 0;
+  i.b = n_inputs > 1 ? 1 : -1;
+  p.instrs.push_back(i);
+  return p;
+}
+
+const ViewLayer* plain_layer(const View& v) { return v.layers().size() == 1 ? &v.layers()[0] : nullptr; }
+const ViewLayer* plain_strided(const View& v) {
+  const ViewLayer* l = plain_layer(v);
+  return l && !l->masked() ? l : nullptr;
+}
+
+}  // namespace luminal::cuda::gen

@@ -1,0 +1,35 @@
+#pragma once
+// Pieces the CUDA kernel generators share (cuda_codegen.cpp and the fast paths beside it):
+// literals, expressions as C, plain strided views. Internal to backends/cuda.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "graph/fused_program.h"
+#include "graph/graph.h"
+
+namespace luminal::cuda::gen {
+
+std::string float_lit(float f);             // exact (hex) float literal; inf and NaN by bits
+std::string value_lit(double v, DType t);   // a literal of t's value type, converted as Cast would
+std::string c(const Expr& e);               // the expression as C, index variable lm_q
+Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to);
+// A one-instruction program: what a primitive elementwise node computes, so that it goes
+// through the same emitter (and rounding) as fused kernels.
+FusedProgram single(OpKind op, DType out, DType in0, int n_inputs);
+
+// A view of one strided layer: element (c_0, .., c_r-1) sits at offset + sum c_d * stride_d
+// (where its mask, if any, lets it through). plain_strided: one such layer without a mask.
+const ViewLayer* plain_layer(const View& v);
+const ViewLayer* plain_strided(const View& v);
+
+// The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
+// where their conditions do not hold (the generic kernel then runs).
+std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
+                                               const std::string& count_decl,
+                                               const std::function<std::string(const std::string&, DType)>& out_store);
+std::optional<std::string> strided_attention_body(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+
+}  // namespace luminal::cuda::gen
