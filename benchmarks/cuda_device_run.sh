@@ -9,7 +9,7 @@
 #   mkdir -p build-dev/lib && cp /lib/x86_64-linux-gnu/libpcre2-8.so.0 build-dev/lib/
 #   strip build-dev/luminal build-dev/tests/test_cuda build-dev/tests/test_models
 # then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
-#   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 bash benchmarks/cuda_device_run.sh
+#   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 LOGITS=32 bash benchmarks/cuda_device_run.sh
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -40,6 +40,11 @@ if [ -n "${BF16:-}" ]; then
   echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1)"
   LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 1
+fi
+if [ -n "${LOGITS:-}" ]; then
+  echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens"
+  python3 benchmarks/logits_check.py --model-dir "/tmp/$ARCH" --luminal "$BIN/luminal" --backend cuda --device cuda \
+    --tokens "$LOGITS" 2>&1 | tail -n 1
 fi
 echo "== transformers eager (bf16, cuda)"
 python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
