@@ -9,7 +9,7 @@
 #   mkdir -p build-dev/lib && cp /lib/x86_64-linux-gnu/libpcre2-8.so.0 build-dev/lib/
 #   strip build-dev/luminal build-dev/tests/test_cuda build-dev/tests/test_models
 # then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
-#   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 LOGITS=32 bash benchmarks/cuda_device_run.sh
+#   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 LOGITS=32 TORCH_COMPILE=1 bash benchmarks/cuda_device_run.sh
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -70,4 +70,28 @@ run()
 r = sorted(run() for _ in range(3))[1]
 print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
 EOF
+if [ -n "${TORCH_COMPILE:-}" ]; then
+  echo "== transformers, static KV cache, torch.compile(mode=reduce-overhead)"
+  python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
+import sys, time, torch
+from transformers import AutoModelForCausalLM
+path, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
+m.generation_config.cache_implementation = "static"
+m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+vocab = m.config.vocab_size
+ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(prompt)]], device="cuda")
+def gen(n):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    with torch.no_grad():
+        m.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+for _ in range(2):  # compile and capture
+    gen(new)
+ttft = sorted(gen(1) for _ in range(3))[1]
+total = sorted(gen(new) for _ in range(3))[1]
+print(f"torch.compile: ttft {ttft:.2f} ms, tpot {(total - ttft) / (new - 1):.2f} ms")
+EOF
+fi
 done
