@@ -230,4 +230,11 @@ std::vector<NodeId> Graph::remove_dead() {
   return remap;
 }
 
+bool scatter_can_update_input(const Graph& g, const Node& n) {
+  if (n.op != OpKind::Scatter) return false;
+  const Edge& dest = n.inputs[0];
+  const Node& src = g.node(dest.src);
+  return src.op == OpKind::Input && dest.view.is_contiguous() && src.dtype == n.dtype && provably_equal(dest.view.shape(), src.shape);
+}
+
 }  // namespace luminal

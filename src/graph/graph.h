@@ -35,6 +35,7 @@ struct Node {
 // sorted; Graph::dims() is their union over the graph.
 std::vector<std::string> node_dims(const Node& n);
 
+
 class Graph {
  public:
   // Builders check their inputs (ranks, shapes, dtypes) and throw Error on a mismatch.
@@ -76,5 +77,10 @@ class Graph {
   NodeId add(Node n);
   std::vector<Node> nodes_;
 };
+
+// Whether Scatter node `n` may write its updates straight into its destination's buffer: the
+// destination is an Input of the same dtype and shape, read through a plain contiguous view.
+// A runner does so when nothing else reads that input (the KV cache, updated in place).
+bool scatter_can_update_input(const Graph& g, const Node& n);
 
 }  // namespace luminal

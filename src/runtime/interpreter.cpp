@@ -331,11 +331,7 @@ void Interpreter::run() {
 // A Scatter into an Input that nothing else reads, through a plain contiguous view, writes into
 // the input's buffer: that is how a KV cache persists across runs without a copy per step.
 bool Interpreter::scatter_in_place(const Node& n, const std::vector<int>& uses) const {
-  if (n.op != OpKind::Scatter) return false;
-  const Edge& dest = n.inputs[0];
-  const Node& src = graph_.node(dest.src);
-  return src.op == OpKind::Input && uses[dest.src] == 1 && dest.view.is_contiguous() && src.dtype == n.dtype &&
-         provably_equal(dest.view.shape(), src.shape);
+  return n.op == OpKind::Scatter && uses[n.inputs[0].src] == 1 && scatter_can_update_input(graph_, n);
 }
 
 void Interpreter::scatter_into(NodeId id, const Node& n, Buffer& dest, const Buffer& idx_buf, const Buffer& src_buf) {
@@ -362,10 +358,12 @@ void Interpreter::scatter_into(NodeId id, const Node& n, Buffer& dest, const Buf
   }
 }
 
-std::vector<Interpreter::ProfileEntry> Interpreter::profile() const {
-  std::vector<ProfileEntry> r;
-  for (const auto& [label, p] : profile_) r.push_back(p);
-  std::sort(r.begin(), r.end(), [](const ProfileEntry& a, const ProfileEntry& b) { return a.ms > b.ms; });
+std::vector<Interpreter::ProfileEntry> Interpreter::profile() const { return slowest_first(profile_); }
+
+std::vector<Interpreter::ProfileEntry> slowest_first(const std::map<std::string, Interpreter::ProfileEntry>& by_label) {
+  std::vector<Interpreter::ProfileEntry> r;
+  for (const auto& [label, p] : by_label) r.push_back(p);
+  std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
   return r;
 }
 

@@ -84,4 +84,7 @@ class Interpreter {
   RunInvariants invariants_;  // values kept from one run to the next (weights' casts, tables)
 };
 
+// Profile entries by label, slowest first (every runner reports its profile this way).
+std::vector<Interpreter::ProfileEntry> slowest_first(const std::map<std::string, Interpreter::ProfileEntry>& by_label);
+
 }  // namespace luminal

@@ -72,13 +72,7 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
     << "    lm_sc[lm_key] = lm_scaled;\n  }\n"
     << "  __syncthreads();\n"
-    << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
-    << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_key]);\n"
-    << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
-    << "  float lm_sum = 0.0f;\n"
-    << "  for (long long lm_key = threadIdx.x; lm_key < lm_keys; lm_key += blockDim.x) {\n"
-    << "    const float lm_e = exp2f((lm_sc[lm_key] + lm_mx * -1.0f) * lm_log2e);\n    lm_sc[lm_key] = lm_e;\n    lm_sum += lm_e;\n  }\n"
-    << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
+    << shared_scores_softmax()
     << "  __syncthreads();\n"
     // Values: each warp takes every warps-th key and its lanes four consecutive output columns
     // each (a warp reads a value row's 128 columns in one run); masked keys (probability 0)

@@ -20,6 +20,11 @@ Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to);
 // through the same emitter (and rounding) as fused kernels.
 FusedProgram single(OpKind op, DType out, DType in0, int n_inputs);
 
+// Attention's softmax over the scores in shared memory, lm_sc[0, lm_keys): leaves lm_sc holding
+// exp(score - max), with lm_sum their sum and lm_rcp = 1 / lm_sum (in the reference's order of
+// operations; exp as exp2 of a log2(e) product).
+std::string shared_scores_softmax();
+
 // A view of one strided layer: element (c_0, .., c_r-1) sits at offset + sum c_d * stride_d
 // (where its mask, if any, lets it through). plain_strided: one such layer without a mask.
 const ViewLayer* plain_layer(const View& v);

@@ -219,13 +219,10 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
 
 bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses) {
   if (n.op != OpKind::Scatter) return false;
-  const Edge& dest = n.inputs[0];
-  const Node& src = graph_.node(dest.src);
   // The symbolic part (a proof over the shapes) is the same on every run: decided once.
   auto [it, fresh] = scatter_plain_.try_emplace(id, false);
-  if (fresh)
-    it->second = src.op == OpKind::Input && dest.view.is_contiguous() && src.dtype == n.dtype && provably_equal(dest.view.shape(), src.shape);
-  return it->second && uses[dest.src] == 1;
+  if (fresh) it->second = scatter_can_update_input(graph_, n);
+  return it->second && uses[n.inputs[0].src] == 1;
 }
 
 void CudaExecutor::run() {
@@ -334,12 +331,7 @@ void CudaExecutor::run() {
   ctx_.synchronize();  // a failing kernel reports here, not in a later call
 }
 
-std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const {
-  std::vector<ProfileEntry> r;
-  for (const auto& [label, p] : profile_) r.push_back(p);
-  std::sort(r.begin(), r.end(), [](const ProfileEntry& a, const ProfileEntry& b) { return a.ms > b.ms; });
-  return r;
-}
+std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const { return slowest_first(profile_); }
 
 Buffer CudaExecutor::output(const std::string& name) const {
   auto it = outputs_.find(name);

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_driver.h"
 #include "graph/graph.h"
 #include "runtime/buffer.h"
+#include "runtime/interpreter.h"
 #include "runtime/run_invariants.h"
 
 namespace luminal::cuda {
@@ -62,11 +63,7 @@ class CudaExecutor {
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
-  struct ProfileEntry {
-    std::string label;
-    int64_t calls = 0;
-    double ms = 0;
-  };
+  using ProfileEntry = Interpreter::ProfileEntry;
   void set_profiling(bool on) { profiling_ = on; }
   void clear_profile() { profile_.clear(); }
   std::vector<ProfileEntry> profile() const;  // slowest first
