@@ -95,6 +95,8 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
   EXPECT_NE(k.source.find("lm_vec"), std::string::npos);
   // Attention reads the KV cache through its strides.
   EXPECT_NE(k.source.find("lm_ksp"), std::string::npos);
+  // The causal mask is read through one index per query row, not one per key.
+  EXPECT_NE(k.source.find("lm_mb"), std::string::npos);
 }
 
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):

@@ -8,6 +8,36 @@ namespace luminal::cuda::gen {
 
 using namespace luminal::cpu::codegen;
 
+namespace {
+
+// Whether a layer reads its logical shape in row-major order with no offset or mask (a plain
+// reshape of the layer below).
+bool row_major(const ViewLayer& l) {
+  if (!l.offset.is_const(0) || l.masked()) return false;
+  Expr stride = 1;
+  for (size_t d = l.shape.size(); d-- > 0;) {
+    if (!l.shape[d].is_const(1) && !provably_equal(l.strides[d], stride)) return false;
+    stride = stride * l.shape[d];
+  }
+  return true;
+}
+
+// The mask's stride along the keys when its element for (row, key) sits at
+// index(row * keys) + key * stride: its bottom layer ends with the keys' dim, unmasked, and any
+// layer above it is a plain reshape. Then the mask's index expression is evaluated once per
+// row instead of once per key (a causal mask behind a broadcast over the heads has two layers,
+// and its general expression divides by three dims).
+std::optional<Expr> mask_key_stride(const View& mask, const Expr& keys) {
+  const std::vector<ViewLayer>& layers = mask.layers();
+  if (layers.empty() || layers.size() > 2 || !mask.flat_index().valid.is_const(1)) return std::nullopt;
+  const ViewLayer& bottom = layers.front();
+  if (bottom.shape.empty() || bottom.masked() || !provably_equal(bottom.shape.back(), keys)) return std::nullopt;
+  if (layers.size() == 2 && !row_major(layers.back())) return std::nullopt;
+  return bottom.strides.back();
+}
+
+}  // namespace
+
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
 // length; a mask may limit the key and batch dims, never the head dim): one block per query
 // row. q's row goes to shared memory once (through its loader: grouped-query views merge dims
@@ -42,6 +72,17 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     return b;
   };
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  // The mask at this row's key: through one index per row where its layout allows.
+  std::string mask_fn;
+  if (auto stride = mask_key_stride(n.inputs[3].view, k->shape[r - 1])) {
+    const IndexExprs mix = n.inputs[3].view.flat_index();
+    const std::string ms = storage_type(dt[3]);
+    mask_fn = "  const long long lm_mb = [&](long long lm_q) -> long long { return " + c(mix.index) + "; }(lm_row * lm_keys);\n"
+              "  const long long lm_ms = " + c(*stride) + ";\n"
+              "  auto lm_mask = [&](long long lm_key) { return " + load(dt[3], "((const " + ms + "*)lm_in3)[lm_mb + lm_key * lm_ms]") + "; };\n";
+  } else {
+    mask_fn = "  auto lm_mask = [&](long long lm_key) { return lm_ld3(lm_row * lm_keys + lm_key); };\n";
+  }
   std::ostringstream s;
   s << "  extern __shared__ float lm_sh[];\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_dk = " << c(n.inputs[0].view.shape()[r - 1])
@@ -56,10 +97,11 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
+    << mask_fn
     // A masked key's score is -inf whatever its row holds: its row is not read (half the
     // keys of a causal prefill).
     << "  for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
-    << "    if (lm_ld3(lm_row * lm_keys + lm_key) == 0) {\n"
+    << "    if (lm_mask(lm_key) == 0) {\n"
     << "      if (lm_lane == 0) lm_sc[lm_key] = __int_as_float((int)0xff800000u);\n      continue;\n    }\n"
     << "    const bool lm_ok = " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
     << "    const long long lm_kb = " << base(*k, "lm_key", r - 1, r - 2) << ";\n"
