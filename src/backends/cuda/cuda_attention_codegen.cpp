@@ -1,4 +1,4 @@
-// Attention over a strided KV cache (see strided_attention_body below).
+// Attention over a strided KV cache, split over slices of keys (see strided_attention below).
 #include <sstream>
 
 #include "backends/cuda/cuda_codegen_parts.h"
@@ -39,13 +39,14 @@ std::optional<Expr> mask_key_stride(const View& mask, const Expr& keys) {
 }  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
-// length; a mask may limit the key and batch dims, never the head dim): one block per query
-// row. q's row goes to shared memory once (through its loader: grouped-query views merge dims
-// that one stride cannot express); each warp takes a key, its lanes over the head dim, reading
-// the key's row in consecutive runs; the softmax stays in shared memory; each thread then takes
-// an output column, reading the values' rows in consecutive runs. Addresses come from the
-// strides, computed once per key, not through the general index expressions.
-std::optional<std::string> strided_attention_body(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
+// length; a mask may limit the key and batch dims, never the head dim). One block per query row
+// and slice of keys (flash-decoding): q's row goes to shared memory once (through its loader:
+// grouped-query views merge dims that one stride cannot express); each warp takes a key, its
+// lanes over the head dim, reading the key's row in consecutive runs; the slice's softmax stays
+// in shared memory; the warps then split the slice's keys for the values, four output columns
+// per lane. Addresses come from the strides, computed once per key, not through the general
+// index expressions. The combine launch merges the slices.
+std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
   const ViewLayer* k = plain_layer(n.inputs[1].view);
   const ViewLayer* v = plain_layer(n.inputs[2].view);
   const size_t r = n.inputs[0].view.rank();
@@ -88,7 +89,11 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_dk = " << c(n.inputs[0].view.shape()[r - 1])
     << ", lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
     << "  float* lm_q = lm_sh;\n  float* lm_sc = lm_sh + lm_dk;\n"
-    << "  const long long lm_row = blockIdx.x, lm_b = lm_row / lm_seq;\n"
+    // This block's query row and its slice of the keys, [lm_k0, lm_k1).
+    << "  const long long lm_splits = (lm_keys + " << kAttentionChunk << " - 1) / " << kAttentionChunk << ";\n"
+    << "  const long long lm_row = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_row * lm_splits, lm_b = lm_row / lm_seq;\n"
+    << "  const long long lm_k0 = lm_split * " << kAttentionChunk << ", lm_k1 = lm_k0 + " << kAttentionChunk
+    << " < lm_keys ? lm_k0 + " << kAttentionChunk << " : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
     << "  long long lm_bc[" << r << "] = {};\n"
     << "  { long long lm_rem = lm_b;\n"
     << "    for (int lm_d = " << static_cast<long>(r) - 3 << "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n"
@@ -100,9 +105,9 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << mask_fn
     // A masked key's score is -inf whatever its row holds: its row is not read (half the
     // keys of a causal prefill).
-    << "  for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
+    << "  for (long long lm_key = lm_k0 + lm_warp; lm_key < lm_k1; lm_key += lm_warps) {\n"
     << "    if (lm_mask(lm_key) == 0) {\n"
-    << "      if (lm_lane == 0) lm_sc[lm_key] = __int_as_float((int)0xff800000u);\n      continue;\n    }\n"
+    << "      if (lm_lane == 0) lm_sc[lm_key - lm_k0] = __int_as_float((int)0xff800000u);\n      continue;\n    }\n"
     << "    const bool lm_ok = " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
     << "    const long long lm_kb = " << base(*k, "lm_key", r - 1, r - 2) << ";\n"
     << "    float lm_acc = 0.0f;\n"
@@ -112,18 +117,27 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
     << "    if (lm_lane != 0) continue;\n"
     << "    const float lm_scaled = " << convert("lm_acc", DType::F32, t) << " * " << float_lit(n.constant) << ";\n"
-    << "    lm_sc[lm_key] = lm_scaled;\n  }\n"
+    << "    lm_sc[lm_key - lm_k0] = lm_scaled;\n  }\n"
     << "  __syncthreads();\n"
-    << shared_scores_softmax()
+    // The slice's own softmax statistics: its max, and exponentials relative to it (a slice
+    // whose keys are all masked has max -inf and contributes nothing).
+    << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
+    << "  for (long long lm_i = threadIdx.x; lm_i < lm_nk; lm_i += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_i]);\n"
+    << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << "  const bool lm_none = lm_mx == __int_as_float((int)0xff800000u);\n"
+    << "  float lm_sum = 0.0f;\n"
+    << "  for (long long lm_i = threadIdx.x; lm_i < lm_nk; lm_i += blockDim.x) {\n"
+    << "    const float lm_e = lm_none ? 0.0f : exp2f((lm_sc[lm_i] + lm_mx * -1.0f) * lm_log2e);\n    lm_sc[lm_i] = lm_e;\n    lm_sum += lm_e;\n  }\n"
+    << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n"
     << "  __syncthreads();\n"
     // Values: each warp takes every warps-th key and its lanes four consecutive output columns
     // each (a warp reads a value row's 128 columns in one run); masked keys (probability 0)
     // are skipped; the warps' partial rows meet in shared memory.
-    << "  float* lm_part = lm_sc + lm_keys;\n"
+    << "  float* lm_part = lm_sc + " << kAttentionChunk << ";\n"
     << "  for (long long lm_j0 = 0; lm_j0 < lm_dv; lm_j0 += 128) {\n"
     << "    float lm_a[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
-    << "    for (long long lm_key = lm_warp; lm_key < lm_keys; lm_key += lm_warps) {\n"
-    << "      const float lm_pr = lm_sc[lm_key] * lm_rcp;\n"
+    << "    for (long long lm_key = lm_k0 + lm_warp; lm_key < lm_k1; lm_key += lm_warps) {\n"
+    << "      const float lm_pr = lm_sc[lm_key - lm_k0];\n"
     << "      if (lm_pr == 0.0f) continue;\n"
     << "      const bool lm_ok = " << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
     << "      const long long lm_vb = " << base(*v, "lm_key", r - 2, r - 1) << ";\n"
@@ -137,14 +151,35 @@ std::optional<std::string> strided_attention_body(const Node& n, const std::vect
     << "      const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
     << "      if (lm_j < lm_dv) lm_part[lm_warp * lm_dv + lm_j] = lm_a[lm_e];\n    }\n  }\n"
     << "  __syncthreads();\n"
+    // The slice's partial result for the combine step: [max, sum, unnormalised row].
+    << "  float* lm_res = (float*)lm_out + blockIdx.x * (lm_dv + 2);\n"
+    << "  if (threadIdx.x == 0) { lm_res[0] = lm_mx; lm_res[1] = lm_sum; }\n"
     << "  for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
     << "    float lm_acc = 0.0f;\n    for (int lm_w = 0; lm_w < lm_warps; ++lm_w) lm_acc += lm_part[lm_w * lm_dv + lm_j];\n"
-    << "    ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_dv + lm_j] = " << store(out_dtype, convert("lm_acc", DType::F32, out_dtype)) << ";\n  }\n";
+    << "    lm_res[2 + lm_j] = lm_acc;\n  }\n";
+  // Combine: each output element weighs the slices' partial rows by exp(slice max - max).
+  std::ostringstream cb;
+  cb << "  const long long lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
+     << "  const long long lm_splits = (lm_keys + " << kAttentionChunk << " - 1) / " << kAttentionChunk << ";\n"
+     << "  const long long lm_count = " << c(product_of(n.inputs[0].view.shape(), 0, r - 1)) << " * lm_dv;\n"
+     << "  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+     << "  for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_count;"
+        " lm_z += (long long)gridDim.x * blockDim.x) {\n"
+     << "    const long long lm_row = lm_z / lm_dv, lm_j = lm_z - lm_row * lm_dv;\n"
+     << "    const float* lm_p = (const float*)lm_in0 + lm_row * lm_splits * (lm_dv + 2);\n"
+     << "    float lm_m = __int_as_float((int)0xff800000u);\n"
+     << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) lm_m = lm_fmax_nan(lm_m, lm_p[lm_s * (lm_dv + 2)]);\n"
+     << "    float lm_l = 0.0f, lm_o = 0.0f;\n"
+     << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) {\n"
+     << "      const float* lm_q = lm_p + lm_s * (lm_dv + 2);\n"
+     << "      const float lm_w = lm_q[0] == __int_as_float((int)0xff800000u) ? 0.0f : exp2f((lm_q[0] + lm_m * -1.0f) * lm_log2e);\n"
+     << "      lm_l = __fmaf_rn(lm_q[1], lm_w, lm_l);\n      lm_o = __fmaf_rn(lm_q[2 + lm_j], lm_w, lm_o);\n    }\n"
+     << "    ((" << storage_type(out_dtype) << "*)lm_out)[lm_z] = " << store(out_dtype, convert("lm_o * (1.0f / lm_l)", DType::F32, out_dtype)) << ";\n  }\n";
   // The batch dims' sizes, for splitting the batch index into coordinates.
   std::string shape_fn = "  auto lm_shape_of = [&](int lm_d) -> long long {\n    switch (lm_d) {\n";
   for (size_t d = 0; d + 2 < r; ++d) shape_fn += "      case " + std::to_string(d) + ": return " + c(k->shape[d]) + ";\n";
   shape_fn += "      default: return 1;\n    }\n  };\n";
-  return shape_fn + s.str();
+  return AttentionKernels{shape_fn + s.str(), cb.str()};
 }
 
 }  // namespace luminal::cuda::gen

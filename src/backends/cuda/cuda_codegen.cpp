@@ -376,9 +376,13 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
     const size_t rank = q.size();
     const DType t = w.in_dtype(0);
     const Expr keys = w.in_shape(1).back(), seq = q[rank - 2];
-    if (auto body = strided_attention_body(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
-      // Shared: q's row, the scores, and each warp's partial output row.
-      rows(*body, product_of(q, 0, rank - 1), (keys + q[rank - 1] + (kBlockThreads / 32) * w.in_shape(2).back()) * 4);
+    if (auto a = strided_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+      const Expr rows = product_of(q, 0, rank - 1), dv = w.in_shape(2).back(), slices = ceil_div(keys, Expr(kAttentionChunk));
+      r.scratch_f32 = rows * slices * (dv + 2);
+      // Shared: q's row, the slice's scores, and each warp's partial output row.
+      r.launches.push_back({w.finish(a->partial, source, defined), Launch::Grid::Rows, rows * slices,
+                            (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv) * 4});
+      r.launches.push_back({w.finish(a->combine, source, defined), Launch::Grid::Elements, rows * dv});
       return r;
     }
     std::ostringstream s;

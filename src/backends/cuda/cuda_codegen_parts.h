@@ -35,6 +35,15 @@ const ViewLayer* plain_strided(const View& v);
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store);
-std::optional<std::string> strided_attention_body(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+// Attention in two launches: `partial` runs one block per (query row, slice of
+// kAttentionChunk keys) and writes [max, sum, unnormalised row] per block into a scratch of
+// rows * slices * (dv + 2) floats; `combine` merges the slices (one thread per output element,
+// reading the scratch as input 0). Decode's few rows then still fill the GPU, and shared memory
+// no longer grows with the context.
+constexpr int kAttentionChunk = 256;
+struct AttentionKernels {
+  std::string partial, combine;
+};
+std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
 
 }  // namespace luminal::cuda::gen
