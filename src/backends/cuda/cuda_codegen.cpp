@@ -50,17 +50,17 @@ class KernelWriter {
     return s.str();
   }
 
-  // The whole function around `body`, named by a hash of its text; added to `source` once.
-  std::string finish(const std::string& body, std::string& source, std::vector<std::string>& defined) const {
+  // The whole function around `body`, named by a hash of its text; added to the set once.
+  std::string finish(const std::string& body, FunctionSet& functions) const {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
     params << ", LmDims lm_d)";
     std::string text = params.str() + " {\n" + preamble() + body + "}\n";
     std::string name = "lm_" + hash_key(text);
-    if (std::find(defined.begin(), defined.end(), name) == defined.end()) {
-      defined.push_back(name);
-      source += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlockThreads) + ") " + name + text + "\n";
+    if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
+      functions.names.push_back(name);
+      functions.texts.push_back("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlockThreads) + ") " + name + text + "\n");
     }
     return name;
   }
@@ -173,7 +173,7 @@ extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const flo
 )";
 }
 
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, std::vector<std::string>& defined) {
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions) {
   const Node& n = g.node(id);
   KernelWriter w(g, id);
   NodeKernels r;
@@ -182,10 +182,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
   const std::string count_decl = "  const long long lm_count = " + c(count) + ";\n";
   auto elementwise = [&](const std::string& per_element) {
     std::string body = count_decl + kGridLoop + per_element + "  }\n";
-    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Elements, count});
+    r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
   auto rows = [&](const std::string& body, const Expr& work, const Expr& shared = Expr(0)) {
-    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Rows, work, shared});
+    r.launches.push_back({w.finish(body, functions), Launch::Grid::Rows, work, shared});
   };
 
   const OpKind op = n.op;
@@ -213,7 +213,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
                        " lm_j += (long long)gridDim.x * blockDim.x) {\n"
                        "    const long long lm_k = (long long)lm_ld1(lm_j);\n"
                        "    if (lm_k >= 0 && lm_k < lm_count) " + w.out_store("lm_k", "lm_ld2(lm_j)", w.in_dtype(2)) + "  }\n";
-    r.launches.push_back({w.finish(body, source, defined), Launch::Grid::Elements, src_count});
+    r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, src_count});
     return r;
   }
   if (op == OpKind::SumReduce || op == OpKind::MaxReduce || (op == OpKind::Kernel && (n.kernel == "FusedSum" || n.kernel == "FusedMax"))) {
@@ -324,7 +324,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
     bool unbatched = true;
     for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
     if (auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v)) {
-      r.launches.push_back({w.finish(*body, source, defined), Launch::Grid::Elements, count * 32});
+      r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
       // Without batch dims (a linear layer), the library may take it for many rows.
       if (unbatched)
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
@@ -343,9 +343,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
       auto body = strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v);
       if (body) {
         r.scratch_f32 = a[rank - 2] * a[rank - 1];
-        r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", source, defined),
+        r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", functions),
                               Launch::Grid::Elements, a[rank - 2] * a[rank - 1]});
-        r.launches.push_back({w.finish(*body, source, defined), Launch::Grid::Elements, count * 32});
+        r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],
                                   lb->offset, lb->strides[rank - 1], DType::F32, w.in_dtype(1)};
         return r;
@@ -366,7 +366,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
       << "      lm_acc += (" << acc.type << ")v0;\n    }\n"
       << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
       << "    if (lm_lane == 0) " << w.out_store("lm_z", acc.result(t), t) << "  }\n";
-    r.launches.push_back({w.finish(s.str(), source, defined), Launch::Grid::Elements, count * 32});
+    r.launches.push_back({w.finish(s.str(), functions), Launch::Grid::Elements, count * 32});
     return r;
   }
   if (k == "Attention") {
@@ -380,9 +380,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, st
       const Expr rows = product_of(q, 0, rank - 1), dv = w.in_shape(2).back(), slices = ceil_div(keys, Expr(kAttentionChunk));
       r.scratch_f32 = rows * slices * (dv + 2);
       // Shared: q's row, the slice's scores, and each warp's partial output row.
-      r.launches.push_back({w.finish(a->partial, source, defined), Launch::Grid::Rows, rows * slices,
+      r.launches.push_back({w.finish(a->partial, functions), Launch::Grid::Rows, rows * slices,
                             (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv) * 4});
-      r.launches.push_back({w.finish(a->combine, source, defined), Launch::Grid::Elements, rows * dv});
+      r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
       return r;
     }
     std::ostringstream s;

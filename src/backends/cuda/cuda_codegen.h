@@ -60,9 +60,14 @@ constexpr const char* kRowsToBf16 = "lm_rows_to_bf16";
 // The helpers every generated module starts with.
 std::string cuda_prelude();
 
-// Appends node `id`'s functions to `source` (skipping any already there: identical layers
+// The distinct functions of a plan, each a whole definition, in the order first needed.
+struct FunctionSet {
+  std::vector<std::string> names, texts;
+};
+
+// Adds node `id`'s functions to `functions` (skipping any already there: identical layers
 // produce identical functions, named by a hash of their text) and says how to launch them.
 // Throws Error for a node it has no kernel for (an unknown kernel name).
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, std::string& source, std::vector<std::string>& defined);
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions);
 
 }  // namespace luminal::cuda

@@ -20,12 +20,15 @@
 
 namespace luminal::cuda {
 
-// The source of every kernel a plan needs (the prelude, then each distinct function once),
-// and how each node launches them. Needs no GPU: CI compiles it with NVRTC alone.
+// Every kernel a plan needs (each distinct function once) and how each node launches them.
+// Needs no GPU: CI compiles it with NVRTC alone.
 struct PlanKernels {
-  std::string source;
+  FunctionSet functions;
   std::vector<std::optional<NodeKernels>> per_node;  // by node id; none for Input
-  size_t functions = 0;                                // distinct functions in `source`
+  // The functions in `parts` modules of about equal size, each with the prelude: NVRTC runs
+  // one thread per program, so parts compile in parallel. Function i goes to part i % parts.
+  std::vector<std::string> module_sources(size_t parts) const;
+  std::string source() const { return module_sources(1)[0]; }  // all in one module
 };
 PlanKernels generate_plan_kernels(const Graph& plan);
 
@@ -92,7 +95,7 @@ class CudaExecutor {
   Graph graph_;
   Context& ctx_;
   PlanKernels kernels_;
-  std::unique_ptr<Module> module_;
+  std::vector<std::unique_ptr<Module>> modules_;
   std::vector<std::vector<void*>> functions_by_node_;
   size_t functions_ = 0;
   void* rows_to_bf16_ = nullptr;
