@@ -22,10 +22,13 @@ using namespace gen;
 
 class KernelWriter {
  public:
-  KernelWriter(const Graph& g, NodeId id) : g_(g), n_(g.node(id)), dims_(node_dims(g.node(id))) {
-    if (dims_.size() > static_cast<size_t>(kMaxKernelDims))
-      throw Error("CUDA backend: node " + std::to_string(id) + " uses " + std::to_string(dims_.size()) +
-                  " dynamic dims; generated kernels take at most " + std::to_string(kMaxKernelDims));
+  KernelWriter(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims)
+      : g_(g), n_(g.node(id)), dims_(node_dims(g.node(id))) {
+    for (const std::string& d : dims_) {
+      auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+      LM_ASSERT(it != graph_dims.end(), "dim " + d + " is missing from the graph's dims");
+      dim_slots_.push_back(static_cast<size_t>(it - graph_dims.begin()));
+    }
     for (const Edge& e : n_.inputs) in_dtypes_.push_back(g.node(e.src).dtype);
   }
 
@@ -37,7 +40,7 @@ class KernelWriter {
   // gives the value through the view, the pad value where the view's mask says so).
   std::string preamble() const {
     std::ostringstream s;
-    for (size_t i = 0; i < dims_.size(); ++i) s << "  const long long " << dims_[i] << " = lm_d.v[" << i << "];\n";
+    for (size_t i = 0; i < dims_.size(); ++i) s << "  const long long " << dims_[i] << " = lm_dims[" << dim_slots_[i] << "];\n";
     for (size_t i = 0; i < n_.inputs.size(); ++i) {
       const View& v = n_.inputs[i].view;
       IndexExprs ix = v.flat_index();
@@ -55,7 +58,7 @@ class KernelWriter {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
-    params << ", LmDims lm_d)";
+    params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + body + "}\n";
     std::string name = "lm_" + hash_key(text);
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
@@ -84,6 +87,7 @@ class KernelWriter {
   const Graph& g_;
   const Node& n_;
   std::vector<std::string> dims_;
+  std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
 };
 
@@ -128,7 +132,7 @@ std::string cuda_prelude() {
          // The CPU generator's literals, and quiet about the loaders a kernel does not call.
          "#define __builtin_inff() __int_as_float(0x7f800000)\n#define __builtin_nanf(x) __int_as_float(0x7fc00000)\n"
          "#pragma nv_diag_suppress 177\n#pragma nv_diag_suppress 550\n#define INT32_MAX 2147483647\n#define INT32_MIN (-2147483647 - 1)\n" +
-         Expr::c_prelude() + "struct LmDims { long long v[" + std::to_string(kMaxKernelDims) + "]; };\n" + R"(
+         Expr::c_prelude() + R"(
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
   uint32_t u = __float_as_uint(f);
@@ -173,11 +177,10 @@ extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const flo
 )";
 }
 
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions) {
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions) {
   const Node& n = g.node(id);
-  KernelWriter w(g, id);
+  KernelWriter w(g, id, graph_dims);
   NodeKernels r;
-  r.dims = w.dims();
   const Expr count = product_of(n.shape, 0, n.shape.size());
   const std::string count_decl = "  const long long lm_count = " + c(count) + ";\n";
   auto elementwise = [&](const std::string& per_element) {
@@ -185,7 +188,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions)
     r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
   auto rows = [&](const std::string& body, const Expr& work, const Expr& shared = Expr(0)) {
-    r.launches.push_back({w.finish(body, functions), Launch::Grid::Rows, work, shared});
+    // Launches may size their grid for larger dims than this run's (a replayed CUDA graph):
+    // blocks past the rows return at once.
+    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions), Launch::Grid::Rows, work, shared});
   };
 
   const OpKind op = n.op;
@@ -380,7 +385,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions)
       const Expr rows = product_of(q, 0, rank - 1), dv = w.in_shape(2).back(), slices = ceil_div(keys, Expr(kAttentionChunk));
       r.scratch_f32 = rows * slices * (dv + 2);
       // Shared: q's row, the slice's scores, and each warp's partial output row.
-      r.launches.push_back({w.finish(a->partial, functions), Launch::Grid::Rows, rows * slices,
+      r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(rows * slices) + ") return;\n" + a->partial, functions), Launch::Grid::Rows, rows * slices,
                             (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv) * 4});
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
       return r;

@@ -14,11 +14,11 @@
 
 namespace luminal::cuda {
 
-constexpr int kMaxKernelDims = 16;  // dynamic dims one node may use
 constexpr int kBlockThreads = 256;
 
-// One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims an
-// `LmDims` struct of int64 values in the order of `dims`.
+// One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims a
+// pointer to the plan's dynamic dims in device memory, as int64 values in the order of
+// Graph::dims(): a run writes them there, so a recorded CUDA graph replays with new dims.
 struct Launch {
   std::string function;
   enum class Grid {
@@ -42,7 +42,6 @@ struct LinearOperands {
 
 struct NodeKernels {
   std::vector<Launch> launches;  // in order
-  std::vector<std::string> dims; // the dims the functions read, in argument order
   // Scatter only: launches[0] copies the destination, launches[1] writes the updates; an
   // in-place scatter runs launches[1] alone on the destination's buffer.
   bool scatter = false;
@@ -68,6 +67,7 @@ struct FunctionSet {
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
 // produce identical functions, named by a hash of their text) and says how to launch them.
 // Throws Error for a node it has no kernel for (an unknown kernel name).
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, FunctionSet& functions);
+// `graph_dims` is g.dims().
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions);
 
 }  // namespace luminal::cuda

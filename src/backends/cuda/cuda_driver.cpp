@@ -49,6 +49,12 @@ struct Api {
   CUresult (*cuEventElapsedTime)(float*, Handle, Handle);
   CUresult (*cuEventDestroy)(Handle);
   CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuStreamBeginCapture)(Handle, int);
+  CUresult (*cuStreamEndCapture)(Handle, Handle*);
+  CUresult (*cuGraphInstantiateWithFlags)(Handle*, Handle, unsigned long long);
+  CUresult (*cuGraphLaunch)(Handle, Handle);
+  CUresult (*cuGraphExecDestroy)(Handle);
+  CUresult (*cuGraphDestroy)(Handle);
 };
 
 struct Loaded {
@@ -91,6 +97,9 @@ const Loaded& loaded() {
     bind(lib, a.cuEventCreate, "cuEventCreate", e), bind(lib, a.cuEventRecord, "cuEventRecord", e);
     bind(lib, a.cuEventSynchronize, "cuEventSynchronize", e), bind(lib, a.cuEventElapsedTime, "cuEventElapsedTime", e);
     bind(lib, a.cuEventDestroy, "cuEventDestroy_v2", e), bind(lib, a.cuGetErrorName, "cuGetErrorName", e);
+    bind(lib, a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", e), bind(lib, a.cuStreamEndCapture, "cuStreamEndCapture", e);
+    bind(lib, a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", e), bind(lib, a.cuGraphLaunch, "cuGraphLaunch", e);
+    bind(lib, a.cuGraphExecDestroy, "cuGraphExecDestroy", e), bind(lib, a.cuGraphDestroy, "cuGraphDestroy", e);
     if (!e.empty()) return r;
     if (CUresult res = a.cuInit(0); res != 0) {
       const char* name = nullptr;
@@ -173,6 +182,29 @@ void Context::upload(DevicePtr dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   check(api().cuMemcpyHtoDAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
   synchronize();  // pageable host memory: the copy may still read src
+}
+
+void Context::upload_async(DevicePtr dst, const void* src, size_t bytes) {
+  if (bytes) check(api().cuMemcpyHtoDAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
+}
+
+void Context::begin_capture() {
+  check(api().cuStreamBeginCapture(stream_, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED: allocations may happen */), "cuStreamBeginCapture");
+}
+
+void* Context::end_capture() {
+  Handle graph = nullptr, exec = nullptr;
+  check(api().cuStreamEndCapture(stream_, &graph), "cuStreamEndCapture");
+  CUresult r = api().cuGraphInstantiateWithFlags(&exec, graph, 0);
+  api().cuGraphDestroy(graph);  // the executable graph keeps what it needs
+  check(r, "cuGraphInstantiateWithFlags");
+  return exec;
+}
+
+void Context::launch_graph(void* exec) { check(api().cuGraphLaunch(exec, stream_), "cuGraphLaunch"); }
+
+void Context::destroy_graph(void* exec) {
+  if (exec) api().cuGraphExecDestroy(exec);
 }
 
 void Context::download(void* dst, DevicePtr src, size_t bytes) {

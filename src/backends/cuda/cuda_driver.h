@@ -40,6 +40,9 @@ class Context {
   void free(DevicePtr p);
   // Transfers and fills on the context's stream (asynchronous to the host except where noted).
   void upload(DevicePtr dst, const void* src, size_t bytes);    // returns when src may be reused
+  // Queued on the stream; `src` is pageable, so the driver stages it before returning and the
+  // caller may reuse it at once (a few bytes: the dims of a run).
+  void upload_async(DevicePtr dst, const void* src, size_t bytes);
   void download(void* dst, DevicePtr src, size_t bytes);        // returns when dst holds the data
   void copy(DevicePtr dst, DevicePtr src, size_t bytes);
   void fill_zero(DevicePtr dst, size_t bytes);
@@ -50,6 +53,13 @@ class Context {
   // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
   void launch(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, size_t shared_bytes,
               void** args);
+
+  // CUDA graphs: the launches between begin_capture and end_capture are recorded, not run;
+  // the returned executable graph replays them with launch_graph.
+  void begin_capture();
+  void* end_capture();  // an instantiated CUgraphExec
+  void launch_graph(void* exec);
+  void destroy_graph(void* exec);
 
   // Device time between two points of the stream, for the search's profiling.
   class Timer {

@@ -15,9 +15,10 @@ namespace luminal::cuda {
 PlanKernels generate_plan_kernels(const Graph& plan) {
   PlanKernels k;
   k.per_node.resize(plan.size());
+  const std::vector<std::string> dims = plan.dims();
   for (NodeId id : plan.topo_order()) {
     if (plan.node(id).op == OpKind::Input) continue;
-    k.per_node[id] = emit_node_kernels(plan, id, k.functions);
+    k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions);
   }
   return k;
 }
@@ -72,12 +73,30 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   cublaslt_ = cublaslt_unavailable_reason().empty() && !(env && std::string(env) == "0");
   const char* bf16 = std::getenv("LUMINAL_CUDA_BF16_ACTIVATIONS");
   if (bf16 && std::string(bf16) == "1") options_.bf16_activations = true;
+  const char* graphs = std::getenv("LUMINAL_CUDA_GRAPHS");
+  if (graphs && std::string(graphs) == "0") options_.graphs = false;
+  graph_dims_ = graph_.dims();
+  dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
+}
+
+void CudaExecutor::clear_graphs() {
+  for (auto& [name, b] : outputs_) give_back(b);  // a graph's own (kept) outputs are freed below
+  for (auto& [key, g] : graphs_) {
+    ctx_.destroy_graph(g.exec);
+    for (auto& [name, b] : g.outputs) ctx_.free(b.ptr);
+  }
+  graphs_.clear();
+  outputs_.clear();  // they pointed into the graphs' buffers
 }
 
 CudaExecutor::~CudaExecutor() {
+  for (auto& [name, b] : outputs_)
+    if (!b.kept) ctx_.free(b.ptr);
+  outputs_.clear();
+  clear_graphs();
+  ctx_.free(dims_dev_);
   for (auto& [id, k] : kept_) ctx_.free(k.value.ptr);
   for (auto& [id, b] : inputs_) ctx_.free(b.ptr);
-  for (auto& [name, b] : outputs_) ctx_.free(b.ptr);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
 }
 
@@ -102,10 +121,15 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
     src = &converted;
   }
   auto it = inputs_.find(id);
+  // Recorded graphs read inputs where they were, and skip the values kept from them.
+  if (invariant_inputs_.count(id)) clear_graphs();
   if (it != inputs_.end() && it->second.bytes >= src->nbytes() && it->second.bytes <= 2 * src->nbytes() + 4096) {
     it->second.shape = src->shape();  // reuse the allocation (a new token id each step)
   } else {
-    if (it != inputs_.end()) ctx_.free(it->second.ptr);
+    if (it != inputs_.end()) {
+      clear_graphs();
+      ctx_.free(it->second.ptr);
+    }
     DeviceBuffer d;
     d.bytes = src->nbytes();
     d.ptr = ctx_.alloc(d.bytes);
@@ -134,6 +158,7 @@ void CudaExecutor::set_dim(const std::string& name, int64_t value) {
 void CudaExecutor::bind_dims() {
   dims_.clear();
   evaluated_.clear();
+  evaluated_true_.clear();
   for (const auto& [k, v] : explicit_dims_) dims_[k] = v;
   for (NodeId id : graph_.inputs()) {
     const Node& n = graph_.node(id);
@@ -142,13 +167,17 @@ void CudaExecutor::bind_dims() {
     for (size_t d = 0; d < n.shape.size(); ++d)
       if (n.shape[d].kind() == ExprKind::Var && !dims_.count(n.shape[d].name())) dims_[n.shape[d].name()] = it->second.shape[d];
   }
-  if (graph_dims_.empty()) graph_dims_ = graph_.dims();  // walks every expression: once
   for (const std::string& d : graph_dims_)
     if (!dims_.count(d))
       throw Error("dynamic dim '" + d + "' is not bound: call set_dim(\"" + d + "\", value) or set an input whose shape has it");
+  plan_dims_ = dims_;
+  if (options_.graphs)
+    for (const std::string& d : options_.bucketed_dims)
+      if (auto it = plan_dims_.find(d); it != plan_dims_.end()) it->second = (it->second + options_.bucket - 1) / options_.bucket * options_.bucket;
   for (NodeId id : graph_.inputs()) {
     const Node& n = graph_.node(id);
-    std::vector<int64_t> want = concrete(n.shape);
+    std::vector<int64_t> want;
+    for (const Expr& e : n.shape) want.push_back(eval_true(e));
     if (want != inputs_.at(id).shape)
       throw Error("input '" + n.name + "': shape mismatch: declared " + to_string(n.shape) + " = " + shape_string(want) +
                   " with the bound dims, but the buffer has shape " + shape_string(inputs_.at(id).shape));
@@ -164,6 +193,13 @@ std::vector<int64_t> CudaExecutor::concrete(const std::vector<Expr>& shape) {
 int64_t CudaExecutor::eval(const Expr& e) {
   if (auto v = e.as_const()) return *v;
   auto [it, fresh] = evaluated_.try_emplace(e.node(), 0);
+  if (fresh) it->second = e.eval(plan_dims_);
+  return it->second;
+}
+
+int64_t CudaExecutor::eval_true(const Expr& e) {
+  if (auto v = e.as_const()) return *v;
+  auto [it, fresh] = evaluated_true_.try_emplace(e.node(), 0);
   if (fresh) it->second = e.eval(dims_);
   return it->second;
 }
@@ -190,14 +226,10 @@ void CudaExecutor::give_back(DeviceBuffer b) {
 }
 
 void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in) {
-  struct {
-    int64_t v[kMaxKernelDims];
-  } dims{};
-  for (size_t i = 0; i < k.dims.size(); ++i) dims.v[i] = dims_.at(k.dims[i]);
   std::vector<void*> args;
   args.push_back(&out);
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
-  args.push_back(&dims);
+  args.push_back(&dims_dev_);
   const int64_t work = eval(l.work);
   if (work <= 0) return;
   int64_t blocks = work;
@@ -213,10 +245,12 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
 
 bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
   if (!cublaslt_) return false;
-  const int64_t m = eval(l.m), n = eval(l.n), k = eval(l.k);
+  // cuBLASLt takes its sizes from the host: the true dims (such a run is never recorded).
+  const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k);
   if (m < kLibraryMinRows || n <= 0 || k <= 0) return false;
-  const int64_t a_off = eval(l.a_offset), lda = eval(l.a_row_stride);
-  const int64_t w_off = eval(l.w_offset), ldw = eval(l.w_row_stride);
+  const int64_t a_off = eval_true(l.a_offset), lda = eval_true(l.a_row_stride);
+  const int64_t w_off = eval_true(l.w_offset), ldw = eval_true(l.w_row_stride);
+  used_library_ = true;
   const size_t ws = dtype_size(l.w_dtype);
   // cuBLASLt's algorithms may assume 256-byte aligned matrices and 16-byte aligned rows.
   if ((w_off * ws) % 256 != 0 || (ldw * ws) % 16 != 0 || lda < k || ldw < k) return false;
@@ -252,7 +286,7 @@ bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<
 }
 
 void CudaExecutor::run() {
-  for (auto& [name, b] : outputs_) give_back(b);
+  for (auto& [name, b] : outputs_) give_back(b);  // a recorded graph's outputs stay its own (kept)
   outputs_.clear();
   bind_dims();
   if (order_.empty()) {
@@ -261,7 +295,37 @@ void CudaExecutor::run() {
     for (NodeId id : order_)
       for (const Edge& e : graph_.node(id).inputs) ++readers_[e.src];
     invariants_.analyse(graph_, order_);
+    for (NodeId id : order_)
+      if (invariants_.invariant(id))
+        for (NodeId r : invariants_.reads(id)) invariant_inputs_.insert(r);
   }
+  std::vector<int64_t> true_dims, key;
+  for (const std::string& d : graph_dims_) {
+    true_dims.push_back(dims_.at(d));
+    key.push_back(plan_dims_.at(d));
+  }
+  ctx_.upload_async(dims_dev_, true_dims.data(), true_dims.size() * sizeof(int64_t));
+  // A recorded graph for these dims: replay it. The second uncaptured run of some dims records
+  // one (the first computes the kept values and sizes the free list).
+  RecordedGraph* graph = nullptr;
+  bool capture = false;
+  if (options_.graphs && !profiling_) {
+    graph = &graphs_[key];
+    if (graph->exec) {
+      ctx_.launch_graph(graph->exec);
+      for (const auto& [name, b] : graph->outputs) {
+        DeviceBuffer o = b;
+        o.shape.clear();
+        for (const Expr& e : graph_.node(graph_.find_output(name)).shape) o.shape.push_back(eval_true(e));
+        outputs_[name] = o;
+      }
+      ctx_.synchronize();
+      return;
+    }
+    capture = graph->runs >= 1 && !graph->library;
+    if (capture) ctx_.begin_capture();
+  }
+  used_library_ = false;
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
@@ -349,11 +413,27 @@ void CudaExecutor::run() {
         kept_[id] = Kept{out, versions_of(id)};
       }
     }
-    if (n.op == OpKind::Output) outputs_[n.name] = out;
-    else live[id] = out;
+    if (n.op == OpKind::Output) {
+      out.shape.clear();
+      for (const Expr& e : n.shape) out.shape.push_back(eval_true(e));
+      outputs_[n.name] = out;
+    } else {
+      live[id] = out;
+    }
   }
   for (auto& b : live)
     if (b) give_back(*b);
+  if (capture) {
+    graph->exec = ctx_.end_capture();
+    for (auto& [name, b] : outputs_) {
+      b.kept = true;  // the graph writes there on every replay: never back to the free list
+      graph->outputs[name] = b;
+    }
+    ctx_.launch_graph(graph->exec);  // captured launches were recorded, not run
+  } else if (graph) {
+    ++graph->runs;
+    graph->library = graph->library || used_library_;
+  }
   ctx_.synchronize();  // a failing kernel reports here, not in a later call
 }
 

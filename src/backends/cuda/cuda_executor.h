@@ -5,6 +5,7 @@
 // nothing; a Scatter into an input that nothing else reads updates it in place (the KV cache).
 // The same calls as the reference interpreter, so callers and tests swap one for the other.
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,14 @@ struct CudaOptions {
   // One bf16 part only, as PyTorch runs a bf16 model: half the tensor-core work, activations
   // rounded to bf16 (about 2^-9). Also LUMINAL_CUDA_BF16_ACTIVATIONS=1.
   bool bf16_activations = false;
+  // Repeated runs with the same dims replay a CUDA graph of their launches (a decode step is
+  // hundreds of small kernels: launching them costs more than running them). Dims named in
+  // `bucketed_dims` count as equal within buckets of `bucket` (the cached length grows by one
+  // per token): buffers and grids are sized for the bucket's end, kernels read the true dims
+  // from device memory. Also LUMINAL_CUDA_GRAPHS=0 turns graphs off.
+  bool graphs = true;
+  std::vector<std::string> bucketed_dims = {"past"};
+  int64_t bucket = 256;
 };
 
 class CudaExecutor {
@@ -82,10 +91,25 @@ class CudaExecutor {
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
   void give_back(DeviceBuffer b);
   void bind_dims();
+  // Sizes for buffers and grids: the dims with bucketed ones rounded up (plan_dims_). Shapes a
+  // caller sees, and library calls, use the true dims (eval_true).
   std::vector<int64_t> concrete(const std::vector<Expr>& shape);
   // Expressions are interned, so the layers' shapes share nodes: each is evaluated once per run.
   int64_t eval(const Expr& e);
-  std::unordered_map<const void*, int64_t> evaluated_;
+  int64_t eval_true(const Expr& e);
+  std::unordered_map<const void*, int64_t> evaluated_, evaluated_true_;
+  DimMap plan_dims_;
+  DevicePtr dims_dev_ = 0;  // the true dims, in graph_dims_ order, for the kernels
+  struct RecordedGraph {
+    int runs = 0;          // uncaptured runs with these dims
+    bool library = false;  // a launch went to cuBLASLt (its arguments are host-side): never captured
+    void* exec = nullptr;
+    std::map<std::string, DeviceBuffer> outputs;  // owned by the graph (it writes there)
+  };
+  std::map<std::vector<int64_t>, RecordedGraph> graphs_;
+  std::set<NodeId> invariant_inputs_;  // inputs that kept values read
+  bool used_library_ = false;
+  void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
