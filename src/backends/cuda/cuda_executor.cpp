@@ -400,7 +400,7 @@ void CudaExecutor::run() {
       for (size_t i = first; i < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
     if (scratch) give_back(*scratch);
     release_inputs(n, 0);
-    if (invariant) {
+    if (invariant && !capture) {  // no frees while recording (kept values exist by then)
       auto it = kept_.find(id);
       if (it != kept_.end()) {  // its inputs changed: the new value replaces the old one
         kept_bytes_ -= it->second.value.bytes;
