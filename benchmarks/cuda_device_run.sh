@@ -19,34 +19,41 @@ export LD_LIBRARY_PATH="$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
 # The tests were built with their data folder's path here (/work/main/tests/data).
 if [ ! -e /work/main/tests/data ]; then mkdir -p /work && ln -sfn "$PWD" /work/main; fi
 
-echo "== device"
+echo "== device [${SECONDS}s]"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 
-echo "== test_cuda"
+# The models are made in the background while the tests run (the 8B one takes minutes).
+( for ARCH in $ARCHS; do
+    python3 scripts/make_random_model.py --arch "$ARCH" --out "/tmp/$ARCH" --no-gguf > "$OUT/make_$ARCH.txt" 2>&1
+    touch "/tmp/$ARCH.made"
+  done ) &
+
+echo "== test_cuda [${SECONDS}s]"
 "$BIN/tests/test_cuda" ${TEST_FILTER:+--gtest_filter=$TEST_FILTER} > "$OUT/test_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected|element" "$OUT/test_cuda.txt" | head -n 40
 
-echo "== fixture models on cuda"
+echo "== fixture models on cuda [${SECONDS}s]"
 "$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
 
 for ARCH in $ARCHS; do
-echo "== random $ARCH"
-python3 scripts/make_random_model.py --arch "$ARCH" --out "/tmp/$ARCH" --no-gguf 2>&1 | tail -n 2
-echo "== luminal --backend cuda"
+echo "== random $ARCH [${SECONDS}s]"
+while [ ! -e "/tmp/$ARCH.made" ]; do sleep 1; done
+tail -n 2 "$OUT/make_$ARCH.txt"
+echo "== luminal --backend cuda [${SECONDS}s]"
 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
   --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 40
 if [ -n "${BF16:-}" ]; then
-  echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1)"
+  echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1) [${SECONDS}s]"
   LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${LOGITS:-}" ]; then
-  echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens"
+  echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"
   python3 benchmarks/logits_check.py --model-dir "/tmp/$ARCH" --luminal "$BIN/luminal" --backend cuda --device cuda \
     --tokens "$LOGITS" 2>&1 | tail -n 1
 fi
-echo "== transformers eager (bf16, cuda)"
+echo "== transformers eager (bf16, cuda) [${SECONDS}s]"
 python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
 from transformers import AutoModelForCausalLM
@@ -71,7 +78,7 @@ r = sorted(run() for _ in range(3))[1]
 print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
 EOF
 if [ -n "${TORCH_COMPILE:-}" ]; then
-  echo "== transformers, static KV cache, torch.compile(mode=reduce-overhead)"
+  echo "== transformers, static KV cache, torch.compile(mode=reduce-overhead) [${SECONDS}s]"
   python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
 from transformers import AutoModelForCausalLM
