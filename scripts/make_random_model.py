@@ -129,7 +129,7 @@ ARCHS = {
 }
 
 
-def build_hf(arch, out, std, seed):
+def build_hf(arch, out, std, seed, init_device="cpu"):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -139,10 +139,15 @@ def build_hf(arch, out, std, seed):
     config = AutoConfig.for_model(spec["model_type"], **cfg_kwargs)
     torch.manual_seed(seed)
     t0 = time.time()
-    # Build in fp32 (transformers' own init: normal(0, initializer_range) for linears and
-    # embeddings, ones for the RMSNorm weights), then store bf16.
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model = model.to(torch.bfloat16)
+    # transformers' own init: normal(0, initializer_range) for linears and embeddings, ones for
+    # the RMSNorm weights; stored bf16. On the CPU it runs in fp32 then rounds; on a GPU it draws
+    # bf16 values directly (an 8B model in seconds instead of two minutes; other random values).
+    if init_device == "cpu":
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = model.to(torch.bfloat16)
+    else:
+        with torch.device(init_device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, do_sample=False
     )
@@ -223,6 +228,7 @@ def main():
     ap.add_argument("--out", required=True, help="output folder (Hugging Face layout)")
     ap.add_argument("--std", type=float, default=0.02, help="std of the random normal init (default 0.02)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init-device", default="cpu", help="where the random values are drawn (cpu, or cuda: much faster)")
     ap.add_argument("--tokenizer-dir", help="folder with tokenizer.json + tokenizer_config.json to copy in")
     ap.add_argument("--no-gguf", action="store_true", help="skip the llama.cpp GGUF")
     ap.add_argument("--gguf-out", help="GGUF path (default OUT-bf16.gguf, beside OUT)")
@@ -237,7 +243,7 @@ def main():
     if a.skip_hf_if_present and (out / "config.json").exists() and glob.glob(str(out / "*.safetensors")):
         print(f"reusing {out}")
     else:
-        build_hf(a.arch, out, a.std, a.seed)
+        build_hf(a.arch, out, a.std, a.seed, a.init_device)
 
     tok = find_tokenizer(spec["tokenizer"], a.tokenizer_dir)
     if tok:
