@@ -46,11 +46,11 @@ while [ ! -e "/tmp/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
 echo "== luminal --backend cuda [${SECONDS}s]"
 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
-  --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 40
+  --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 40
 if [ -n "${BF16:-}" ]; then
   echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1) [${SECONDS}s]"
   LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
-    --new-tokens "${NEW:-16}" --iters 2 --context "${CONTEXT:-512}" 2>&1 | tail -n 1
+    --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${LOGITS:-}" ]; then
   echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"

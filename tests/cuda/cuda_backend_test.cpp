@@ -98,6 +98,13 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
   EXPECT_NE(k.source().find("lm_ksp"), std::string::npos);
   // The causal mask is read through one index per query row, not one per key.
   EXPECT_NE(k.source().find("lm_mb"), std::string::npos);
+  // Prefill attention has its tiled (flash-style) kernel, and the GEMVs have variants to time.
+  size_t tiled = 0, variants = 0;
+  for (const auto& n : k.per_node)
+    if (n) tiled += n->tiled.has_value(), variants += !n->alternatives.empty();
+  EXPECT_GT(tiled, 0u);
+  EXPECT_GT(variants, 0u);
+  EXPECT_NE(k.source().find("lm_ps"), std::string::npos);
 }
 
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):

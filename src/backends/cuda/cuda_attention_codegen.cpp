@@ -1,6 +1,8 @@
 // Attention over a strided KV cache, split over slices of keys (see strided_attention below).
+#include <algorithm>
 #include <sstream>
 
+#include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cpu/fused_codegen.h"
 
@@ -36,6 +38,53 @@ std::optional<Expr> mask_key_stride(const View& mask, const Expr& keys) {
   return bottom.strides.back();
 }
 
+
+// The condition that element (batch coords lm_bc, key) of a layer passes its mask (dims other
+// than `skip`; the key's coordinate is `key_coord` on `key_dim`).
+std::string valid_cond(const ViewLayer& l, size_t r, size_t skip, const std::string& key_coord, size_t key_dim) {
+  std::string cond = "true";
+  for (size_t d = 0; d < r; ++d) {
+    if (d == skip || !l.dim_masked(d)) continue;
+    std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
+    cond += " && " + x + " >= " + c(l.mask_lo[d]) + " && " + x + " < " + c(l.mask_hi[d]);
+  }
+  return cond;
+}
+
+// The index of element (batch coords lm_bc, key, 0 along `skip`) of a strided layer.
+std::string base_index(const ViewLayer& l, size_t r, const std::string& key_coord, size_t key_dim, size_t skip) {
+  std::string b = c(l.offset);
+  for (size_t d = 0; d < r; ++d) {
+    if (d == skip) continue;
+    std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
+    b += " + " + x + " * " + c(l.strides[d]);
+  }
+  return b;
+}
+
+// lm_shape_of(d): the batch dims' sizes, for splitting the batch index into coordinates lm_bc.
+std::string batch_shape_fn(const ViewLayer& k, size_t r) {
+  std::string f = "  auto lm_shape_of = [&](int lm_d) -> long long {\n    switch (lm_d) {\n";
+  for (size_t d = 0; d + 2 < r; ++d) f += "      case " + std::to_string(d) + ": return " + c(k.shape[d]) + ";\n";
+  return f + "      default: return 1;\n    }\n  };\n";
+}
+
+// The mask (input 3) at (query row, key): lm_mask_row(row) gives a row's base once, then
+// lm_mask_at(base, key) reads one element, through one index per row where the mask's layout
+// allows (else through its general loader, the row's flat index as the base).
+std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys) {
+  if (auto stride = mask_key_stride(n.inputs[3].view, keys)) {
+    const IndexExprs mix = n.inputs[3].view.flat_index();
+    const std::string ms = storage_type(mask_dtype);
+    return "  auto lm_mask_row = [&](long long lm_r) -> long long { const long long lm_q = lm_r * " + c(keys) + "; return " +
+           c(mix.index) + "; };\n  const long long lm_ms = " + c(*stride) + ";\n"
+           "  auto lm_mask_at = [&](long long lm_base, long long lm_key) { return " +
+           load(mask_dtype, "((const " + ms + "*)lm_in3)[lm_base + lm_key * lm_ms]") + "; };\n";
+  }
+  return "  auto lm_mask_row = [&](long long lm_r) -> long long { return lm_r * " + c(keys) + "; };\n"
+         "  auto lm_mask_at = [&](long long lm_base, long long lm_key) { return lm_ld3(lm_base + lm_key); };\n";
+}
+
 }  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
@@ -55,35 +104,15 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
   if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
   const DType t = dt[0];
   auto valid = [&](const ViewLayer& l, size_t skip, const std::string& key_coord, size_t key_dim) {
-    std::string cond = "true";
-    for (size_t d = 0; d < r; ++d) {
-      if (d == skip || !l.dim_masked(d)) continue;
-      std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
-      cond += " && " + x + " >= " + c(l.mask_lo[d]) + " && " + x + " < " + c(l.mask_hi[d]);
-    }
-    return cond;
+    return valid_cond(l, r, skip, key_coord, key_dim);
   };
   auto base = [&](const ViewLayer& l, const std::string& key_coord, size_t key_dim, size_t skip) {
-    std::string b = c(l.offset);
-    for (size_t d = 0; d < r; ++d) {
-      if (d == skip) continue;
-      std::string x = d == key_dim ? key_coord : "lm_bc[" + std::to_string(d) + "]";
-      b += " + " + x + " * " + c(l.strides[d]);
-    }
-    return b;
+    return base_index(l, r, key_coord, key_dim, skip);
   };
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
   // The mask at this row's key: through one index per row where its layout allows.
-  std::string mask_fn;
-  if (auto stride = mask_key_stride(n.inputs[3].view, k->shape[r - 1])) {
-    const IndexExprs mix = n.inputs[3].view.flat_index();
-    const std::string ms = storage_type(dt[3]);
-    mask_fn = "  const long long lm_mb = [&](long long lm_q) -> long long { return " + c(mix.index) + "; }(lm_row * lm_keys);\n"
-              "  const long long lm_ms = " + c(*stride) + ";\n"
-              "  auto lm_mask = [&](long long lm_key) { return " + load(dt[3], "((const " + ms + "*)lm_in3)[lm_mb + lm_key * lm_ms]") + "; };\n";
-  } else {
-    mask_fn = "  auto lm_mask = [&](long long lm_key) { return lm_ld3(lm_row * lm_keys + lm_key); };\n";
-  }
+  const std::string mask_fn = mask_reader(n, dt[3], k->shape[r - 1]) + "  const long long lm_mb = lm_mask_row(lm_row);\n"
+                              "  auto lm_mask = [&](long long lm_key) { return lm_mask_at(lm_mb, lm_key); };\n";
   std::ostringstream s;
   s << "  extern __shared__ float lm_sh[];\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_dk = " << c(n.inputs[0].view.shape()[r - 1])
@@ -175,11 +204,136 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
      << "      const float lm_w = lm_q[0] == __int_as_float((int)0xff800000u) ? 0.0f : exp2f((lm_q[0] + lm_m * -1.0f) * lm_log2e);\n"
      << "      lm_l = __fmaf_rn(lm_q[1], lm_w, lm_l);\n      lm_o = __fmaf_rn(lm_q[2 + lm_j], lm_w, lm_o);\n    }\n"
      << "    ((" << storage_type(out_dtype) << "*)lm_out)[lm_z] = " << store(out_dtype, convert("lm_o * (1.0f / lm_l)", DType::F32, out_dtype)) << ";\n  }\n";
-  // The batch dims' sizes, for splitting the batch index into coordinates.
-  std::string shape_fn = "  auto lm_shape_of = [&](int lm_d) -> long long {\n    switch (lm_d) {\n";
-  for (size_t d = 0; d + 2 < r; ++d) shape_fn += "      case " + std::to_string(d) + ": return " + c(k->shape[d]) + ";\n";
-  shape_fn += "      default: return 1;\n    }\n  };\n";
-  return AttentionKernels{shape_fn + s.str(), cb.str()};
+  return AttentionKernels{batch_shape_fn(*k, r) + s.str(), cb.str()};
+}
+
+// Prefill attention, flash-style: one block per (batch entry, tile of kTiledRows query rows),
+// walking the keys in tiles of kTiledKeys. The q tile, one key (then value) tile and the tile's
+// probabilities live in shared memory (rows padded by one float, so the threads' columns fall in
+// different banks); each thread owns two query rows and four keys of a tile (a 2x4 block of
+// scores) and sixteenth of the output columns of its two rows, with an online softmax (running
+// max and sum per row, rescaled per tile). A key tile that the mask hides from every row of the
+// block is skipped (half the tiles of a causal prefill). Head dims are constants up to 256.
+std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
+  const ViewLayer* k = plain_layer(n.inputs[1].view);
+  const ViewLayer* v = plain_layer(n.inputs[2].view);
+  const size_t r = n.inputs[0].view.rank();
+  if (!k || !v || r < 2 || k->shape.size() != r || v->shape.size() != r) return std::nullopt;
+  if (k->dim_masked(r - 2) || v->dim_masked(r - 1)) return std::nullopt;
+  if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
+  const std::optional<int64_t> dk = n.inputs[0].view.shape()[r - 1].as_const(), dv = v->shape[r - 1].as_const();
+  if (!dk || !dv || *dk < 1 || *dv < 1 || *dk > kTiledMaxHeadDim || *dv > kTiledMaxHeadDim) return std::nullopt;
+  static_assert(kBlockThreads == 256 && kTiledRows == 32 && kTiledKeys == 64, "the thread layout below assumes these");
+  const int64_t wide = std::max(*dk, *dv) + 1, cols = (*dv + 15) / 16;
+  const DType t = dt[0];
+  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  std::ostringstream s;
+  s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
+    << "  extern __shared__ float lm_sh[];\n"
+    << "  constexpr int lm_DK = " << *dk << ", lm_DV = " << *dv << ", lm_W = " << wide << ", lm_C = " << cols << ";\n"
+    << "  constexpr int lm_BM = " << kTiledRows << ", lm_BN = " << kTiledKeys << ";\n"
+    << "  float* lm_qs = lm_sh;                      // [BM][DK + 1]\n"
+    << "  float* lm_kv = lm_qs + lm_BM * (lm_DK + 1);  // [BN][W]: a key tile, then a value tile\n"
+    << "  float* lm_ps = lm_kv + lm_BN * lm_W;         // [BM][BN] probabilities\n"
+    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
+    << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
+    << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
+    << "  long long lm_bc[" << r << "] = {};\n"
+    << "  { long long lm_rem = lm_b;\n"
+    << "    for (int lm_d = " << static_cast<long>(r) - 3 << "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n"
+    << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK; lm_i += blockDim.x) {\n"
+    << "    const int lm_row = lm_i / lm_DK, lm_p = lm_i - lm_row * lm_DK;\n"
+    << "    lm_qs[lm_row * (lm_DK + 1) + lm_p] = lm_r0 + lm_row < lm_seq ? (float)lm_ld0((lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + lm_p) : 0.0f;\n  }\n"
+    << "  const int lm_rg = threadIdx.x >> 4, lm_kg = threadIdx.x & 15;  // rows 2rg, 2rg+1; keys kg + 16i\n"
+    << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
+    << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
+    << "  long long lm_mrow[2];\n  bool lm_live[2];\n"
+    << "  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "    const long long lm_row = lm_r0 + 2 * lm_rg + lm_a;\n"
+    << "    lm_live[lm_a] = lm_row < lm_seq;\n    lm_mrow[lm_a] = lm_live[lm_a] ? lm_mask_row(lm_b * lm_seq + lm_row) : 0;\n  }\n"
+    << "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[2][lm_C];\n"
+    << "  for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[0][lm_c] = lm_o[1][lm_c] = 0.0f;\n"
+    << "  for (long long lm_k0 = 0; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"
+    << "    bool lm_vis[2][4];\n    int lm_any = 0;\n"
+    << "    for (int lm_a = 0; lm_a < 2; ++lm_a)\n"
+    << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "        const long long lm_key = lm_k0 + lm_kg + 16 * lm_i;\n"
+    << "        lm_vis[lm_a][lm_i] = lm_live[lm_a] && lm_key < lm_keys && lm_mask_at(lm_mrow[lm_a], lm_key) != 0;\n"
+    << "        lm_any |= lm_vis[lm_a][lm_i];\n      }\n"
+    // Also the barrier that lets this tile overwrite the last one's shared memory.
+    << "    if (!__syncthreads_or(lm_any)) continue;\n"
+    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * lm_DK; lm_i += blockDim.x) {\n"
+    << "      const int lm_kk = lm_i / lm_DK, lm_p = lm_i - lm_kk * lm_DK;\n"
+    << "      const long long lm_key = lm_k0 + lm_kk;\n"
+    << "      float lm_x = " << value_lit(n.inputs[1].view.pad_value(), dt[1]) << ";\n"
+    << "      if (lm_key < lm_keys && " << valid_cond(*k, r, r - 2, "lm_key", r - 1) << ")\n"
+    << "        lm_x = " << load(dt[1], "lm_K[" + base_index(*k, r, "lm_key", r - 1, r - 2) + " + lm_p * lm_ksp]") << ";\n"
+    << "      lm_kv[lm_kk * lm_W + lm_p] = lm_key < lm_keys ? lm_x : 0.0f;\n    }\n"
+    << "    __syncthreads();\n"
+    << "    float lm_s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
+    << "    const float* lm_q0 = lm_qs + (2 * lm_rg) * (lm_DK + 1);\n    const float* lm_q1 = lm_q0 + (lm_DK + 1);\n"
+    << "    #pragma unroll 4\n"
+    << "    for (int lm_p = 0; lm_p < lm_DK; ++lm_p) {\n"
+    << "      const float lm_a0 = " << convert("lm_q0[lm_p]", DType::F32, t) << ", lm_a1 = " << convert("lm_q1[lm_p]", DType::F32, t) << ";\n"
+    << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "        const float lm_kx = lm_kv[(lm_kg + 16 * lm_i) * lm_W + lm_p];\n"
+    << "        lm_s[0][lm_i] = __fmaf_rn(lm_a0, lm_kx, lm_s[0][lm_i]);\n        lm_s[1][lm_i] = __fmaf_rn(lm_a1, lm_kx, lm_s[1][lm_i]);\n"
+    << "      }\n    }\n"
+    // Online softmax: each row's 16 threads (half a warp) share its max and sum by shuffles.
+    << "    for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "      float lm_tmax = lm_ninf;\n"
+    << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "        lm_s[lm_a][lm_i] = lm_vis[lm_a][lm_i] ? " << convert("lm_s[lm_a][lm_i]", DType::F32, t) << " * " << float_lit(n.constant)
+    << " : lm_ninf;\n"
+    << "        lm_tmax = lm_fmax_nan(lm_tmax, lm_s[lm_a][lm_i]);\n      }\n"
+    << "      for (int lm_x = 8; lm_x > 0; lm_x >>= 1) lm_tmax = lm_fmax_nan(lm_tmax, __shfl_xor_sync(0xffffffffu, lm_tmax, lm_x));\n"
+    << "      const float lm_mn = lm_fmax_nan(lm_m[lm_a], lm_tmax);\n"
+    << "      const float lm_alpha = lm_m[lm_a] == lm_ninf ? 0.0f : exp2f((lm_m[lm_a] + lm_mn * -1.0f) * lm_log2e);\n"
+    << "      float lm_sum = 0.0f;\n"
+    << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    << "        const float lm_e = lm_s[lm_a][lm_i] == lm_ninf ? 0.0f : exp2f((lm_s[lm_a][lm_i] + lm_mn * -1.0f) * lm_log2e);\n"
+    << "        lm_ps[(2 * lm_rg + lm_a) * lm_BN + lm_kg + 16 * lm_i] = lm_e;\n        lm_sum += lm_e;\n      }\n"
+    << "      for (int lm_x = 8; lm_x > 0; lm_x >>= 1) lm_sum += __shfl_xor_sync(0xffffffffu, lm_sum, lm_x);\n"
+    << "      lm_l[lm_a] = __fmaf_rn(lm_l[lm_a], lm_alpha, lm_sum);\n      lm_m[lm_a] = lm_mn;\n"
+    << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] *= lm_alpha;\n    }\n"
+    << "    __syncthreads();\n"
+    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * lm_DV; lm_i += blockDim.x) {\n"
+    << "      const int lm_kk = lm_i / lm_DV, lm_j = lm_i - lm_kk * lm_DV;\n"
+    << "      const long long lm_key = lm_k0 + lm_kk;\n"
+    << "      float lm_x = " << value_lit(n.inputs[2].view.pad_value(), dt[2]) << ";\n"
+    << "      if (lm_key < lm_keys && " << valid_cond(*v, r, r - 1, "lm_key", r - 2) << ")\n"
+    << "        lm_x = " << load(dt[2], "lm_V[" + base_index(*v, r, "lm_key", r - 2, r - 1) + " + lm_j * lm_vsj]") << ";\n"
+    << "      lm_kv[lm_kk * lm_W + lm_j] = lm_key < lm_keys ? lm_x : 0.0f;\n    }\n"
+    << "    __syncthreads();\n"
+    << "    const float* lm_p0 = lm_ps + (2 * lm_rg) * lm_BN;\n    const float* lm_p1 = lm_p0 + lm_BN;\n"
+    << "    for (int lm_kk = 0; lm_kk < lm_BN; ++lm_kk) {\n"
+    << "      const float lm_e0 = lm_p0[lm_kk], lm_e1 = lm_p1[lm_kk];\n"
+    << "      if (lm_e0 == 0.0f && lm_e1 == 0.0f) continue;\n"
+    << "      const float* lm_vr = lm_kv + lm_kk * lm_W + lm_kg;\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) {\n"
+    << "        if (lm_kg + 16 * lm_c >= lm_DV) break;\n"
+    << "        const float lm_vx = lm_vr[16 * lm_c];\n"
+    << "        lm_o[0][lm_c] = __fmaf_rn(lm_e0, lm_vx, lm_o[0][lm_c]);\n        lm_o[1][lm_c] = __fmaf_rn(lm_e1, lm_vx, lm_o[1][lm_c]);\n"
+    << "      }\n    }\n  }\n"
+    << "  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "    if (!lm_live[lm_a]) continue;\n"
+    << "    const long long lm_row = lm_b * lm_seq + lm_r0 + 2 * lm_rg + lm_a;\n"
+    << "    const float lm_inv = 1.0f / lm_l[lm_a];\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_c = 0; lm_c < lm_C; ++lm_c) {\n"
+    << "      const int lm_j = lm_kg + 16 * lm_c;\n"
+    << "      if (lm_j < lm_DV) ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_DV + lm_j] = "
+    << store(out_dtype, convert("lm_o[lm_a][lm_c] * lm_inv", DType::F32, out_dtype)) << ";\n"
+    << "    }\n  }\n";
+  return s.str();
+}
+
+Expr tiled_attention_shared_bytes(const Node& n) {
+  const size_t r = n.inputs[0].view.rank();
+  const int64_t dk = *n.inputs[0].view.shape()[r - 1].as_const(), dv = *n.inputs[2].view.shape()[r - 1].as_const();
+  return Expr((kTiledRows * (dk + 1) + kTiledKeys * (std::max(dk, dv) + 1) + kTiledRows * kTiledKeys) * 4);
 }
 
 }  // namespace luminal::cuda::gen

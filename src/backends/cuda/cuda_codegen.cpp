@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "backends/cpu/fused_codegen.h"
@@ -328,8 +329,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const ViewLayer* lb = plain_strided(n.inputs[1].view);
     bool unbatched = true;
     for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
-    if (auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v)) {
+    if (auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[0])) {
       r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
+      for (size_t v = 1; v < std::size(kLinearInFlight); ++v)
+        r.alternatives.push_back({w.finish(*strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[v]), functions),
+                                  Launch::Grid::Elements, count * 32});
       // Without batch dims (a linear layer), the library may take it for many rows.
       if (unbatched)
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
@@ -345,12 +349,16 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       lb2.strides = {lb->strides[rank - 2], lb->strides[rank - 1]};
       lb2.offset = lb->offset;
       const std::string copy_count = "  const long long lm_count = " + c(a[rank - 2] * a[rank - 1]) + ";\n";
-      auto body = strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v);
+      auto body = strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[0]);
       if (body) {
         r.scratch_f32 = a[rank - 2] * a[rank - 1];
         r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", functions),
                               Launch::Grid::Elements, a[rank - 2] * a[rank - 1]});
         r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
+        for (size_t v = 1; v < std::size(kLinearInFlight); ++v)
+          r.alternatives.push_back({w.finish(*strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[v]),
+                                             functions),
+                                    Launch::Grid::Elements, count * 32});
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],
                                   lb->offset, lb->strides[rank - 1], DType::F32, w.in_dtype(1)};
         return r;
@@ -388,6 +396,13 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(rows * slices) + ") return;\n" + a->partial, functions), Launch::Grid::Rows, rows * slices,
                             (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv) * 4});
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
+      if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+        const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
+        r.tiled = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *tiled, functions), Launch::Grid::Rows, blocks,
+                         tiled_attention_shared_bytes(n)};
+        r.tiled_rows = seq;
+        r.tiled_min_rows = kTiledMinRows;
+      }
       return r;
     }
     std::ostringstream s;

@@ -49,6 +49,14 @@ struct NodeKernels {
   // Launches that write a scratch buffer of this many f32 elements instead of the output (and
   // the ones after them read it as input 0).
   std::optional<Expr> scratch_f32;
+  // Variants of the last launch (the same work, another schedule): the executor times them
+  // against it on the device, per size, and keeps the fastest.
+  std::vector<Launch> alternatives;
+  // Attention only: with at least `tiled_min_rows` query rows per batch entry (`tiled_rows`, a
+  // prefill), this one launch replaces `launches` and writes the output without a scratch.
+  std::optional<Launch> tiled;
+  Expr tiled_rows = Expr(0);
+  int64_t tiled_min_rows = 0;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

@@ -34,7 +34,11 @@ const ViewLayer* plain_strided(const View& v);
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
-                                               const std::function<std::string(const std::string&, DType)>& out_store);
+                                               const std::function<std::string(const std::string&, DType)>& out_store,
+                                               int in_flight = 4);
+// The GEMV's variants (16-byte loads in flight per lane): the executor times them on the device
+// per shape and keeps the fastest.
+constexpr int kLinearInFlight[] = {4, 2, 8};
 // Attention in two launches: `partial` runs one block per (query row, slice of
 // kAttentionChunk keys) and writes [max, sum, unnormalised row] per block into a scratch of
 // rows * slices * (dv + 2) floats; `combine` merges the slices (one thread per output element,
@@ -45,5 +49,11 @@ struct AttentionKernels {
   std::string partial, combine;
 };
 std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+// Prefill attention in one launch (flash-style tiles of kTiledRows query rows by kTiledKeys
+// keys), one block per (batch entry, row tile), writing the output directly; for head dims that
+// are constants up to kTiledMaxHeadDim. The executor takes it from kTiledMinRows query rows.
+constexpr int kTiledRows = 32, kTiledKeys = 64, kTiledMaxHeadDim = 256, kTiledMinRows = 8;
+std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
 
 }  // namespace luminal::cuda::gen

@@ -68,11 +68,15 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   for (size_t id = 0; id < graph_.size(); ++id) {
     if (!kernels_.per_node[id]) continue;
     for (const Launch& l : kernels_.per_node[id]->launches) functions_by_node_[id].push_back(by_name.at(l.function));
+    if (kernels_.per_node[id]->tiled) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled->function));
+    for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
   }
   const char* env = std::getenv("LUMINAL_CUBLASLT");
   cublaslt_ = cublaslt_unavailable_reason().empty() && !(env && std::string(env) == "0");
   const char* bf16 = std::getenv("LUMINAL_CUDA_BF16_ACTIVATIONS");
   if (bf16 && std::string(bf16) == "1") options_.bf16_activations = true;
+  const char* tune = std::getenv("LUMINAL_CUDA_TUNE");
+  if (tune && std::string(tune) == "0") options_.tune_variants = false;
   const char* graphs = std::getenv("LUMINAL_CUDA_GRAPHS");
   if (graphs && std::string(graphs) == "0") options_.graphs = false;
   graph_dims_ = graph_.dims();
@@ -388,17 +392,28 @@ void CudaExecutor::run() {
       continue;
     }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
-    size_t first = 0;
-    std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
-    if (k.scratch_f32) {
-      scratch = take(DType::F32, {eval(*k.scratch_f32)});
-      launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
-      in[0] = scratch->ptr;
-      first = 1;
+    if (k.tiled && eval(k.tiled_rows) >= k.tiled_min_rows) {  // a prefill's attention: one launch
+      launch(*k.tiled, k, functions_by_node_[id].back(), out.ptr, in);
+    } else {
+      size_t first = 0;
+      std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
+      if (k.scratch_f32) {
+        scratch = take(DType::F32, {eval(*k.scratch_f32)});
+        launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
+        in[0] = scratch->ptr;
+        first = 1;
+      }
+      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in))) {
+        for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
+        const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
+        if (!k.launches.empty() && last >= first) {
+          const size_t v = k.alternatives.empty() ? 0 : variant(id, k, out.ptr, in, capture);
+          if (v == 0) launch(k.launches[last], k, functions_by_node_[id][last], out.ptr, in);
+          else launch(k.alternatives[v - 1], k, alternative_functions_.at(id)[v - 1], out.ptr, in);
+        }
+      }
+      if (scratch) give_back(*scratch);
     }
-    if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in)))
-      for (size_t i = first; i < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
-    if (scratch) give_back(*scratch);
     release_inputs(n, 0);
     if (invariant && !capture) {  // no frees while recording (kept values exist by then)
       auto it = kept_.find(id);
@@ -435,6 +450,34 @@ void CudaExecutor::run() {
     graph->library = graph->library || used_library_;
   }
   ctx_.synchronize();  // a failing kernel reports here, not in a later call
+}
+
+size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing) {
+  const std::pair<std::string, int64_t> key{k.launches.back().function, eval(k.launches.back().work)};
+  if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
+  // Not while a graph is recorded or a profile taken (launches there are not run, or are timed
+  // one by one): the first launch stands in until an ordinary run has timed them.
+  if (capturing || profiling_ || !options_.tune_variants) return 0;
+  // Each variant once to warm up, then three timed launches; the median decides. Identical
+  // layers share functions and sizes, so a model times each of its shapes once.
+  Context::Timer timer(ctx_);
+  size_t best = 0;
+  double best_ms = 0;
+  for (size_t v = 0; v <= k.alternatives.size(); ++v) {
+    const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
+    void* f = v == 0 ? functions_by_node_[id][k.launches.size() - 1] : alternative_functions_.at(id)[v - 1];
+    launch(l, k, f, out, in);
+    std::vector<double> ms;
+    for (int t = 0; t < 3; ++t) {
+      timer.start();
+      launch(l, k, f, out, in);
+      ms.push_back(timer.stop_ms());
+    }
+    std::sort(ms.begin(), ms.end());
+    if (v == 0 || ms[1] < best_ms) best = v, best_ms = ms[1];
+  }
+  chosen_[key] = best;
+  return best;
 }
 
 std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const { return slowest_first(profile_); }

@@ -48,6 +48,9 @@ struct CudaOptions {
   // per token): buffers and grids are sized for the bucket's end, kernels read the true dims
   // from device memory. Also LUMINAL_CUDA_GRAPHS=0 turns graphs off.
   bool graphs = true;
+  // Kernels with variants (the GEMV's schedules) are timed on the device, per size, the first
+  // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant).
+  bool tune_variants = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
 };
@@ -111,6 +114,10 @@ class CudaExecutor {
   bool used_library_ = false;
   void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
+  // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
+  size_t variant(NodeId id, const NodeKernels& k, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing);
+  std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
+  std::map<NodeId, std::vector<void*>> alternative_functions_;
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.

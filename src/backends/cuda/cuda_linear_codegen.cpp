@@ -16,7 +16,8 @@ using namespace luminal::cpu::codegen;
 // Sums use FMA and a shuffle tree (float rounding, not the reference's order).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
-                                               const std::function<std::string(const std::string&, DType)>& out_store) {
+                                               const std::function<std::string(const std::string&, DType)>& out_store,
+                                               int in_flight) {
   const size_t r = a ? a->shape.size() : 0;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
@@ -69,13 +70,13 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   };
   const std::string vec = bf16 ? "uint4" : "float4";
   const std::string step = "(32 * " + std::to_string(per) + ")";
-  // Four loads in flight per lane before their products: decode is a stream over W, and one
+  // `in_flight` loads per lane before their products: decode is a stream over W, and one
   // outstanding 16-byte load per lane leaves the memory system idle between them.
   s << "      long long lm_p = lm_lane * " << per << ";\n"
-    << "      for (; lm_p + 3 * " << step << " + " << per << " <= lm_kk; lm_p += 4 * " << step << ") {\n";
-  for (int u = 0; u < 4; ++u)
+    << "      for (; lm_p + " << in_flight - 1 << " * " << step << " + " << per << " <= lm_kk; lm_p += " << in_flight << " * " << step << ") {\n";
+  for (int u = 0; u < in_flight; ++u)
     s << "        const " << vec << " lm_r" << u << " = __ldg((const " << vec << "*)(lm_B + lm_p + " << u << " * " << step << "));\n";
-  for (int u = 0; u < 4; ++u) s << chunk("lm_r" + std::to_string(u), "lm_p + " + std::to_string(u) + " * " + step);
+  for (int u = 0; u < in_flight; ++u) s << chunk("lm_r" + std::to_string(u), "lm_p + " + std::to_string(u) + " * " + step);
   s << "      }\n"
     << "      for (; lm_p + " << per << " <= lm_kk; lm_p += " << step << ") {\n"
     << "        const " << vec << " lm_r0 = __ldg((const " << vec << "*)(lm_B + lm_p));\n"
