@@ -46,7 +46,8 @@ while [ ! -e "/tmp/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
 echo "== luminal --backend cuda [${SECONDS}s]"
 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
-  --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 40
+  --iters ${ITERS:-5} --context "${CONTEXT:-512}" > "$OUT/bench_$ARCH.txt" 2>&1
+grep -v "^luminal cuda:" "$OUT/bench_$ARCH.txt" | tail -n 40  # the GEMV timings (LUMINAL_CUDA_TUNE_LOG=1) stay in the file
 if [ -n "${BF16:-}" ]; then
   echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1) [${SECONDS}s]"
   LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \

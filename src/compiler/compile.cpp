@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "compiler/cse.h"
 #include "compiler/dedup.h"
 #include "compiler/plan_cache.h"
 #include "graph/serialize.h"
@@ -109,6 +110,8 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
     r.report = one.report;
     r.search = one.search;
   }
+  // Stitched layers each carry a copy of the work that does not depend on the layer.
+  r.plan = merge_common_subexpressions(r.plan);
   r.graph_nodes = g.topo_order().size();
   r.plan_nodes = r.plan.size();
   if (!opts.cache_dir.empty()) PlanCache(opts.cache_dir).store(r.cache_key, r.plan);

@@ -1,6 +1,7 @@
 #include "models/language_model.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,12 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
 }
 
 std::string LanguageModel::jit_status() const {
+  if (cuda_) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.0f", cuda_->compile_ms());
+    return std::to_string(cuda_->kernel_functions()) + " CUDA functions, " +
+           (cuda_->compiled_from_cache() ? std::string("loaded from the CUBIN cache in ") : std::string("compiled with NVRTC in ")) + ms + " ms";
+  }
   if (backend_ != "cpu") return "no kernel generation on the " + backend_ + " backend";
   return jit_ ? jit_->status() : "kernel generation off";
 }

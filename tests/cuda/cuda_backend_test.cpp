@@ -188,6 +188,34 @@ TEST(CudaBackend, CasesMatchTheReference) {
   }
 }
 
+// Every variant of the GEMV (the executor keeps whichever is fastest on the device, so each
+// must be right): a bf16 and an f32 linear layer at several row counts, with an odd k (the
+// unaligned tail) and k = 200 (aligned), against the reference interpreter.
+TEST(CudaBackend, EveryGemvVariantMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (int64_t k : {int64_t{200}, int64_t{77}}) {
+    for (DType wt : {DType::BF16, DType::F32}) {
+      Graph g;
+      Tensor a = input(g, "a", DType::F32, {Expr::var("s"), k});
+      Tensor w = input(g, "w", wt, {300, k});
+      linear(a, wt == DType::F32 ? w : cast(w, DType::F32), std::nullopt).output("y");
+      Graph plan = compiled(g);
+      for (int v = 0; v < 4; ++v) {
+        CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
+        for (int64_t s : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+          Interpreter ref(g);
+          Buffer ab = testing::random_buffer(DType::F32, {s, k}, 5), wb = testing::random_buffer(wt, {300, k}, 6);
+          ref.set_input("a", ab), ref.set_input("w", wb), cuda.set_input("a", ab), cuda.set_input("w", wb);
+          ref.run();
+          cuda.run();
+          expect_close(ref.output("y"), cuda.output("y"),
+                       "variant " + std::to_string(v) + " k=" + std::to_string(k) + " " + dtype_name(wt) + " s=" + std::to_string(s));
+        }
+      }
+    }
+  }
+}
+
 // A linear layer with a bf16 weight and many rows runs on cuBLASLt with bf16 activations: it
 // must compute exactly that product (checked in double precision on the rounded operands).
 TEST(CudaBackend, LinearLayerOnTensorCores) {

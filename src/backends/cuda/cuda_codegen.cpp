@@ -329,11 +329,14 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const ViewLayer* lb = plain_strided(n.inputs[1].view);
     bool unbatched = true;
     for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
-    if (auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[0])) {
-      r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
-      for (size_t v = 1; v < std::size(kLinearInFlight); ++v)
-        r.alternatives.push_back({w.finish(*strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[v]), functions),
-                                  Launch::Grid::Elements, count * 32});
+    auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v) -> std::optional<Launch> {
+      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v.in_flight, v.split_k);
+      if (!body) return std::nullopt;
+      return Launch{w.finish(*body, functions), Launch::Grid::Elements, count * (v.split_k ? kBlockThreads : 32)};
+    };
+    if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
+      r.launches.push_back(*first);
+      for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(la, lb, w.in_dtype(0), kLinearVariants[v]));
       // Without batch dims (a linear layer), the library may take it for many rows.
       if (unbatched)
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
@@ -349,16 +352,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       lb2.strides = {lb->strides[rank - 2], lb->strides[rank - 1]};
       lb2.offset = lb->offset;
       const std::string copy_count = "  const long long lm_count = " + c(a[rank - 2] * a[rank - 1]) + ";\n";
-      auto body = strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[0]);
-      if (body) {
+      if (auto first = gemv(&scratch, &lb2, DType::F32, kLinearVariants[0])) {
         r.scratch_f32 = a[rank - 2] * a[rank - 1];
         r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", functions),
                               Launch::Grid::Elements, a[rank - 2] * a[rank - 1]});
-        r.launches.push_back({w.finish(*body, functions), Launch::Grid::Elements, count * 32});
-        for (size_t v = 1; v < std::size(kLinearInFlight); ++v)
-          r.alternatives.push_back({w.finish(*strided_linear_body(&scratch, &lb2, {DType::F32, w.in_dtype(1)}, count_decl, store_v, kLinearInFlight[v]),
-                                             functions),
-                                    Launch::Grid::Elements, count * 32});
+        r.launches.push_back(*first);
+        for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(&scratch, &lb2, DType::F32, kLinearVariants[v]));
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],
                                   lb->offset, lb->strides[rank - 1], DType::F32, w.in_dtype(1)};
         return r;

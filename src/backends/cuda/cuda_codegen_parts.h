@@ -35,16 +35,22 @@ const ViewLayer* plain_strided(const View& v);
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               int in_flight = 4);
-// The GEMV's variants (16-byte loads in flight per lane): the executor times them on the device
-// per shape and keeps the fastest.
-constexpr int kLinearInFlight[] = {4, 2, 8};
+                                               int in_flight = 4, bool split_k = false);
+// The GEMV's variants: 16-byte loads in flight per lane, and whether a block's warps split k
+// for one output column (a block per column: finer work units, so a GEMV of a few thousand
+// columns fills the GPU's last wave) or each warp takes a column. The executor times them on
+// the device per shape and keeps the fastest; the first is the default.
+struct LinearVariant {
+  int in_flight;
+  bool split_k;
+};
+constexpr LinearVariant kLinearVariants[] = {{4, false}, {8, false}, {2, true}, {4, true}};
 // Attention in two launches: `partial` runs one block per (query row, slice of
 // kAttentionChunk keys) and writes [max, sum, unnormalised row] per block into a scratch of
 // rows * slices * (dv + 2) floats; `combine` merges the slices (one thread per output element,
 // reading the scratch as input 0). Decode's few rows then still fill the GPU, and shared memory
 // no longer grows with the context.
-constexpr int kAttentionChunk = 256;
+constexpr int kAttentionChunk = 64;
 struct AttentionKernels {
   std::string partial, combine;
 };

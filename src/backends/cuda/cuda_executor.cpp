@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -453,6 +454,7 @@ void CudaExecutor::run() {
 }
 
 size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing) {
+  if (options_.force_variant >= 0) return std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
   const std::pair<std::string, int64_t> key{k.launches.back().function, eval(k.launches.back().work)};
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
   // Not while a graph is recorded or a profile taken (launches there are not run, or are timed
@@ -463,6 +465,11 @@ size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, con
   Context::Timer timer(ctx_);
   size_t best = 0;
   double best_ms = 0;
+  static const bool log = [] {
+    const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG");
+    return e && std::string(e) == "1";
+  }();
+  std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
     void* f = v == 0 ? functions_by_node_[id][k.launches.size() - 1] : alternative_functions_.at(id)[v - 1];
@@ -475,7 +482,9 @@ size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, con
     }
     std::sort(ms.begin(), ms.end());
     if (v == 0 || ms[1] < best_ms) best = v, best_ms = ms[1];
+    line += " " + std::to_string(static_cast<int>(ms[1] * 1000 + 0.5)) + " us";
   }
+  if (log) std::fprintf(stderr, "%s -> variant %zu\n", line.c_str(), best);
   chosen_[key] = best;
   return best;
 }

@@ -49,8 +49,11 @@ struct CudaOptions {
   // from device memory. Also LUMINAL_CUDA_GRAPHS=0 turns graphs off.
   bool graphs = true;
   // Kernels with variants (the GEMV's schedules) are timed on the device, per size, the first
-  // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant).
+  // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant);
+  // LUMINAL_CUDA_TUNE_LOG=1 prints each choice and its timings to stderr.
   bool tune_variants = true;
+  // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests.
+  int force_variant = -1;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
 };

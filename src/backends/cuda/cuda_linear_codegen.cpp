@@ -17,7 +17,7 @@ using namespace luminal::cpu::codegen;
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               int in_flight) {
+                                               int in_flight, bool split_k) {
   const size_t r = a ? a->shape.size() : 0;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
@@ -26,9 +26,14 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   std::ostringstream s;
   s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
     << ";\n  const long long lm_groups = (lm_m + 3) / 4, lm_warps = lm_count / lm_m * lm_groups;\n"
-    << "  const int lm_lane = threadIdx.x & 31;\n"
-    << "  for (long long lm_w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_w < lm_warps;"
-       " lm_w += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
+    << "  const int lm_lane = threadIdx.x & 31;\n";
+  if (split_k)  // a block per output column, its warps over eighths of k
+    s << "  const int lm_wid = threadIdx.x >> 5, lm_nw = blockDim.x >> 5;\n  __shared__ float lm_part[32][4];\n"
+      << "  for (long long lm_w = blockIdx.x; lm_w < lm_warps; lm_w += gridDim.x) {\n";
+  else
+    s << "  for (long long lm_w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_w < lm_warps;"
+         " lm_w += ((long long)gridDim.x * blockDim.x) >> 5) {\n";
+  s
     << "    const long long lm_j = lm_w % lm_n, lm_t = lm_w / lm_n, lm_g = lm_t % lm_groups, lm_b = lm_t / lm_groups;\n"
     << "    const int lm_rows = (int)(lm_m - lm_g * 4 < 4 ? lm_m - lm_g * 4 : 4);\n"
     // The batch coordinates of b, into both operands' offsets.
@@ -44,7 +49,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "    float lm_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
     // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
     << "    const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk) & " << (per - 1) << ") == 0 && ((lm_ao | lm_as) & 3) == 0;\n"
-    << "    long long lm_p0 = 0;\n"
+    << (split_k ? "    const long long lm_span = (lm_kk + lm_nw * " + std::to_string(per) + " - 1) / (lm_nw * " + std::to_string(per) + ") * " +
+                      std::to_string(per) + ", lm_kb = lm_wid * lm_span < lm_kk ? lm_wid * lm_span : lm_kk,"
+                      " lm_ke = lm_kb + lm_span < lm_kk ? lm_kb + lm_span : lm_kk;\n"
+                : "    const long long lm_kb = 0, lm_ke = lm_kk;\n")
+    << "    long long lm_p0 = lm_kb;\n"
     << "    if (lm_vec) {\n";
   // The products of one 16-byte chunk of W (register `raw`, at column `at`) with up to four rows.
   auto chunk = [&](const std::string& raw, const std::string& at) {
@@ -72,26 +81,34 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   const std::string step = "(32 * " + std::to_string(per) + ")";
   // `in_flight` loads per lane before their products: decode is a stream over W, and one
   // outstanding 16-byte load per lane leaves the memory system idle between them.
-  s << "      long long lm_p = lm_lane * " << per << ";\n"
-    << "      for (; lm_p + " << in_flight - 1 << " * " << step << " + " << per << " <= lm_kk; lm_p += " << in_flight << " * " << step << ") {\n";
+  s << "      long long lm_p = lm_kb + lm_lane * " << per << ";\n"
+    << "      for (; lm_p + " << in_flight - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << in_flight << " * " << step << ") {\n";
   for (int u = 0; u < in_flight; ++u)
     s << "        const " << vec << " lm_r" << u << " = __ldg((const " << vec << "*)(lm_B + lm_p + " << u << " * " << step << "));\n";
   for (int u = 0; u < in_flight; ++u) s << chunk("lm_r" + std::to_string(u), "lm_p + " + std::to_string(u) + " * " + step);
   s << "      }\n"
-    << "      for (; lm_p + " << per << " <= lm_kk; lm_p += " << step << ") {\n"
+    << "      for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
     << "        const " << vec << " lm_r0 = __ldg((const " << vec << "*)(lm_B + lm_p));\n"
     << chunk("lm_r0", "lm_p") << "      }\n"
-    << "      lm_p0 = lm_kk;\n    }\n"
+    << "      lm_p0 = lm_ke;\n    }\n"
     // Unaligned rows: one element per lane per step.
-    << "    for (long long lm_p = lm_p0 + lm_lane; lm_p < lm_kk; lm_p += 32) {\n"
+    << "    for (long long lm_p = lm_p0 + lm_lane; lm_p < lm_ke; lm_p += 32) {\n"
     << "      const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_p])" : "lm_B[lm_p]") << ";\n"
     << "      for (int lm_i = 0; lm_i < 4; ++lm_i)\n"
     << "        if (lm_i < lm_rows) lm_acc[lm_i] = __fmaf_rn(lm_A[lm_i * lm_as + lm_p], lm_wv, lm_acc[lm_i]);\n    }\n"
     << "    for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
     << "      float lm_v = lm_acc[lm_i];\n"
-    << "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_o);\n"
-    << "      if (lm_lane == 0 && lm_i < lm_rows) { const long long lm_z = (lm_b * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j; "
-    << out_store("lm_z", DType::F32) << "      }\n    }\n  }\n";
+    << "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_o);\n";
+  if (split_k)  // the warps' sums meet in shared memory, added in warp order
+    s << "      if (lm_lane == 0) lm_part[lm_wid][lm_i] = lm_v;\n    }\n    __syncthreads();\n"
+      << "    if (lm_wid == 0 && lm_lane < 4 && lm_lane < lm_rows) {\n"
+      << "      const int lm_i = lm_lane;\n      float lm_v = 0.0f;\n"
+      << "      for (int lm_x = 0; lm_x < lm_nw; ++lm_x) lm_v += lm_part[lm_x][lm_i];\n"
+      << "      const long long lm_z = (lm_b * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j; " << out_store("lm_z", DType::F32) << "    }\n"
+      << "    __syncthreads();\n  }\n";
+  else
+    s << "      if (lm_lane == 0 && lm_i < lm_rows) { const long long lm_z = (lm_b * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j; "
+      << out_store("lm_z", DType::F32) << "      }\n    }\n  }\n";
   return s.str();
 }
 
