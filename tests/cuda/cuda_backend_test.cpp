@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executor.h"
@@ -128,6 +129,37 @@ TEST(CudaCodegen, EveryMatmulOfADecoderTakesTheLinearPath) {
     EXPECT_GT(matmuls, 0) << name;
     EXPECT_EQ(linear, matmuls) << name;
   }
+}
+
+// Sibling linear layers (q, k, v; gate, up) make grouped GEMVs, and those compile.
+TEST(CudaCodegen, SiblingLinearLayersGroupAndCompile) {
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  o.weight_dtype = DType::BF16;
+  build_decoder(g, fixture_config("llama-tiny"), o);
+  Graph plan = compile(g, CompileOptions{}).plan;
+  std::map<NodeId, std::vector<NodeId>> by_activations;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (n.op == OpKind::Kernel && n.kernel == "Matmul") by_activations[n.inputs[0].src].push_back(static_cast<NodeId>(id));
+  }
+  FunctionSet functions;
+  int groups = 0, three = 0;
+  for (const auto& [src, members] : by_activations) {
+    if (members.size() < 2) continue;
+    auto k = emit_grouped_linear(plan, members, plan.dims(), functions);
+    ASSERT_TRUE(k.has_value()) << "linear layers reading node " << src << " do not group";
+    EXPECT_EQ(k->alternatives.size() + 1, std::size(gen::kLinearVariants));
+    ++groups;
+    three += members.size() == 3;
+  }
+  EXPECT_EQ(groups, 2 * fixture_config("llama-tiny").layers) << "q/k/v and gate/up of every layer";
+  EXPECT_EQ(three, fixture_config("llama-tiny").layers);
+  std::string source = cuda_prelude();
+  for (const std::string& t : functions.texts) source += t;
+  EXPECT_NO_THROW(nvrtc_compile(source, "sm_90", ""));
 }
 
 TEST(CudaBackend, WithoutAGpuTheErrorSaysWhy) {

@@ -34,6 +34,8 @@ class KernelWriter {
   }
 
   const std::vector<std::string>& dims() const { return dims_; }
+  // Output pointers after the inputs (lm_out1, ..): a grouped linear layer's other outputs.
+  void set_extra_outputs(size_t n) { extra_outputs_ = n; }
   DType in_dtype(size_t i) const { return in_dtypes_[i]; }
   const std::vector<Expr>& in_shape(size_t i) const { return n_.inputs[i].view.shape(); }
 
@@ -59,6 +61,7 @@ class KernelWriter {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
+    for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + body + "}\n";
     std::string name = "lm_" + hash_key(text);
@@ -90,6 +93,7 @@ class KernelWriter {
   std::vector<std::string> dims_;
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
+  size_t extra_outputs_ = 0;
 };
 
 const char* kGridLoop =
@@ -433,6 +437,59 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   }
   throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, "
               "Rotary, Where, Attention)");
+}
+
+std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector<NodeId>& members,
+                                               const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+  if (members.size() < 2) return std::nullopt;
+  const Node& first = g.node(members[0]);
+  const ViewLayer* la = plain_strided(first.inputs[0].view);
+  const ViewLayer* lb = plain_strided(first.inputs[1].view);
+  if (!la || !lb || first.dtype != DType::F32) return std::nullopt;
+  const size_t r = lb->shape.size();
+  // Weights as whole row-major [n, k] inputs, so that laid end to end they are one [sum n, k].
+  if (r != 2 || !lb->offset.is_const(0) || !lb->strides[0].is_const(1) || !(lb->strides[1] == lb->shape[0])) return std::nullopt;
+  // Every member: the same activations, a weight of the same layout, its own n.
+  std::vector<Expr> widths;
+  for (NodeId id : members) {
+    const Node& n = g.node(id);
+    const ViewLayer* b = plain_strided(n.inputs[1].view);
+    if (n.dtype != DType::F32 || !(n.inputs[0].src == first.inputs[0].src) || !(n.inputs[0].view == first.inputs[0].view) || !b ||
+        b->shape.size() != r || g.node(n.inputs[1].src).dtype != g.node(first.inputs[1].src).dtype || !(b->strides == lb->strides) ||
+        !(b->offset == lb->offset) || !(b->shape[r - 2] == lb->shape[r - 2]))
+      return std::nullopt;
+    widths.push_back(b->shape[r - 1]);
+  }
+  ViewLayer cat = *lb;
+  Expr total = 0;
+  for (const Expr& w : widths) total = total + w;
+  cat.shape[r - 1] = total;
+  KernelWriter w(g, members[0], graph_dims);
+  w.set_extra_outputs(members.size() - 1);
+  const Expr count = product_of(first.shape, 0, first.shape.size() - 1) * total;
+  const std::string count_decl = "  const long long lm_count = " + c(count) + ";\n";
+  // Element (row, j) of the concatenated output goes to the member whose columns hold j.
+  auto store = [&](const std::string& at, DType) {
+    std::string s = "{\n        const long long lm_zn = " + c(total) + ", lm_zr = " + at + " / lm_zn;\n        long long lm_zj = " + at +
+                    " - lm_zr * lm_zn;\n";
+    for (size_t i = 0; i < members.size(); ++i) {
+      const std::string wi = c(widths[i]), out = i == 0 ? "lm_out" : "lm_out" + std::to_string(i);
+      s += "        if (lm_zj < " + wi + ") { ((float*)" + out + ")[lm_zr * " + wi + " + lm_zj] = lm_v; }\n        else {\n          lm_zj -= " + wi +
+           ";\n";
+    }
+    for (size_t i = 0; i < members.size(); ++i) s += "        }\n";
+    return s + "      }\n";
+  };
+  NodeKernels k;
+  for (size_t v = 0; v < std::size(kLinearVariants); ++v) {
+    auto body = strided_linear_body(la, &cat, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store, kLinearVariants[v].in_flight,
+                                    kLinearVariants[v].split_k);
+    if (!body) return std::nullopt;
+    Launch l{w.finish(*body, functions), Launch::Grid::Elements, count * (kLinearVariants[v].split_k ? kBlockThreads : 32)};
+    if (v == 0) k.launches.push_back(l);
+    else k.alternatives.push_back(l);
+  }
+  return k;
 }
 
 }  // namespace luminal::cuda

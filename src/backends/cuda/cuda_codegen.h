@@ -78,4 +78,12 @@ struct FunctionSet {
 // `graph_dims` is g.dims().
 NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions);
 
+// Linear layers that read the same activations through the same view, with weights of one
+// layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device
+// memory: one launch where there were several, each a few microseconds of ramp and tail.
+// Its functions take (out, activations, first weight, out1, .., dims): member i writes to out<i>.
+// nullopt where the members do not qualify.
+std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector<NodeId>& members,
+                                               const std::vector<std::string>& graph_dims, FunctionSet& functions);
+
 }  // namespace luminal::cuda

@@ -34,6 +34,7 @@ std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
 CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options)
     : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
   kernels_ = generate_plan_kernels(graph_);
+  find_linear_groups();
   // Parts compile on their own threads (a model's plan is 3.6-4.8 s of NVRTC as one program on
   // this project's 2-core machine); each is cached on disk on its own.
   const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 8));
@@ -72,6 +73,10 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->tiled) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled->function));
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
   }
+  for (LinearGroup& g : groups_) {
+    g.function = by_name.at(g.kernels.launches[0].function);
+    for (const Launch& l : g.kernels.alternatives) g.alternatives.push_back(by_name.at(l.function));
+  }
   const char* env = std::getenv("LUMINAL_CUBLASLT");
   cublaslt_ = cublaslt_unavailable_reason().empty() && !(env && std::string(env) == "0");
   const char* bf16 = std::getenv("LUMINAL_CUDA_BF16_ACTIVATIONS");
@@ -101,7 +106,9 @@ CudaExecutor::~CudaExecutor() {
   clear_graphs();
   ctx_.free(dims_dev_);
   for (auto& [id, k] : kept_) ctx_.free(k.value.ptr);
-  for (auto& [id, b] : inputs_) ctx_.free(b.ptr);
+  for (auto& [id, b] : inputs_)
+    if (!group_of_weight_.count(id)) ctx_.free(b.ptr);
+  for (LinearGroup& g : groups_) ctx_.free(g.base);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
 }
 
@@ -128,6 +135,24 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
   auto it = inputs_.find(id);
   // Recorded graphs read inputs where they were, and skip the values kept from them.
   if (invariant_inputs_.count(id)) clear_graphs();
+  if (auto g = group_of_weight_.find(id); g != group_of_weight_.end()) {  // a place in its group's allocation
+    LinearGroup& grp = groups_[g->second];
+    const size_t i = static_cast<size_t>(std::find(grp.weights.begin(), grp.weights.end(), id) - grp.weights.begin());
+    const size_t want = grp.offsets[i + 1] - grp.offsets[i];
+    if (src->nbytes() != want)
+      throw Error("input '" + name + "': expected shape " + to_string(n.shape) + " (" + std::to_string(want) + " bytes), got " + data.shape_string());
+    if (!grp.base) grp.base = ctx_.alloc(grp.offsets.back());
+    DeviceBuffer d;
+    d.ptr = grp.base + grp.offsets[i];
+    d.bytes = want;
+    d.dtype = n.dtype;
+    d.shape = src->shape();
+    d.kept = true;  // part of the group's allocation, freed with it
+    inputs_.insert_or_assign(id, d);
+    ctx_.upload(d.ptr, src->bytes(), src->nbytes());
+    ++input_versions_[id];
+    return;
+  }
   if (it != inputs_.end() && it->second.bytes >= src->nbytes() && it->second.bytes <= 2 * src->nbytes() + 4096) {
     it->second.shape = src->shape();  // reuse the allocation (a new token id each step)
   } else {
@@ -392,6 +417,17 @@ void CudaExecutor::run() {
       release_inputs(n, 1);
       continue;
     }
+    if (auto g = group_of_member_.find(id); g != group_of_member_.end()) {
+      LinearGroup& grp = groups_[g->second];
+      if (id == grp.members[0]) grp.active = group_usable(grp);
+      if (grp.active) {
+        if (id == grp.members[0]) run_group(grp, in[0], capture);
+        const size_t i = static_cast<size_t>(std::find(grp.members.begin(), grp.members.end(), id) - grp.members.begin());
+        release_inputs(n, 0);
+        live[id] = grp.pending[i];
+        continue;
+      }
+    }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
     if (k.tiled && eval(k.tiled_rows) >= k.tiled_min_rows) {  // a prefill's attention: one launch
       launch(*k.tiled, k, functions_by_node_[id].back(), out.ptr, in);
@@ -408,7 +444,7 @@ void CudaExecutor::run() {
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
         const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
         if (!k.launches.empty() && last >= first) {
-          const size_t v = k.alternatives.empty() ? 0 : variant(id, k, out.ptr, in, capture);
+          const size_t v = k.alternatives.empty() ? 0 : variant(k, functions_by_node_[id][last], alternative_functions_.at(id), out.ptr, in, capture);
           if (v == 0) launch(k.launches[last], k, functions_by_node_[id][last], out.ptr, in);
           else launch(k.alternatives[v - 1], k, alternative_functions_.at(id)[v - 1], out.ptr, in);
         }
@@ -453,7 +489,76 @@ void CudaExecutor::run() {
   ctx_.synchronize();  // a failing kernel reports here, not in a later call
 }
 
-size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing) {
+void CudaExecutor::find_linear_groups() {
+  const char* env = std::getenv("LUMINAL_CUDA_GROUP_LINEAR");
+  if (env && std::string(env) == "0") return;
+  // Candidates: linear layers on the GEMV (no scratch copy) whose weight is a whole input of
+  // constant shape, bucketed by what they read as activations.
+  std::map<std::pair<NodeId, uint64_t>, std::vector<NodeId>> by_activations;
+  std::set<NodeId> weights;
+  for (NodeId id = 0; id < graph_.size(); ++id) {
+    const Node& n = graph_.node(id);
+    const auto& k = kernels_.per_node[id];
+    if (n.op != OpKind::Kernel || n.kernel != "Matmul" || !k || !k->linear || k->linear->a_from_scratch || k->launches.size() != 1) continue;
+    const Node& w = graph_.node(n.inputs[1].src);
+    bool constant = w.op == OpKind::Input;
+    for (const Expr& e : w.shape) constant = constant && e.as_const().has_value();
+    if (!constant || !weights.insert(n.inputs[1].src).second) continue;
+    by_activations[{n.inputs[0].src, n.inputs[0].view.hash()}].push_back(id);
+  }
+  const std::vector<std::string> dims = graph_.dims();
+  for (auto& [key, members] : by_activations) {
+    if (members.size() < 2) continue;
+    std::optional<NodeKernels> k = emit_grouped_linear(graph_, members, dims, kernels_.functions);
+    if (!k) continue;
+    LinearGroup g;
+    g.members = members;
+    g.kernels = std::move(*k);
+    g.offsets.push_back(0);
+    for (NodeId m : members) {
+      const Node& w = graph_.node(graph_.node(m).inputs[1].src);
+      size_t bytes = dtype_size(w.dtype);
+      for (const Expr& e : w.shape) bytes *= static_cast<size_t>(*e.as_const());
+      g.weights.push_back(graph_.node(m).inputs[1].src);
+      g.offsets.push_back(g.offsets.back() + (bytes + 255) / 256 * 256);
+    }
+    // Laid end to end, the weights must be one matrix: no padding between them.
+    bool dense = true;
+    for (size_t i = 0; i + 1 < g.offsets.size(); ++i) {
+      const Node& w = graph_.node(g.weights[i]);
+      size_t bytes = dtype_size(w.dtype);
+      for (const Expr& e : w.shape) bytes *= static_cast<size_t>(*e.as_const());
+      dense = dense && g.offsets[i + 1] - g.offsets[i] == bytes;
+    }
+    if (!dense) continue;
+    for (NodeId m : members) group_of_member_[m] = groups_.size();
+    for (NodeId w : g.weights) group_of_weight_[w] = groups_.size();
+    groups_.push_back(std::move(g));
+  }
+}
+
+bool CudaExecutor::group_usable(const LinearGroup& g) {
+  for (NodeId w : g.weights)
+    if (!inputs_.count(w)) return false;
+  // Many rows go to the library (tensor cores), one layer at a time.
+  const LinearOperands& l = *kernels_.per_node[g.members[0]]->linear;
+  return !(cublaslt_ && eval_true(l.m) >= kLibraryMinRows);
+}
+
+void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, bool capturing) {
+  g.pending.clear();
+  std::vector<DevicePtr> in = {activations, g.base};
+  for (NodeId m : g.members) {
+    g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));
+    if (m != g.members[0]) in.push_back(g.pending.back().ptr);
+  }
+  const DevicePtr out = g.pending[0].ptr;
+  const size_t v = variant(g.kernels, g.function, g.alternatives, out, in, capturing);
+  launch(v == 0 ? g.kernels.launches[0] : g.kernels.alternatives[v - 1], g.kernels, v == 0 ? g.function : g.alternatives[v - 1], out, in);
+}
+
+size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
+                             const std::vector<DevicePtr>& in, bool capturing) {
   if (options_.force_variant >= 0) return std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
   const std::pair<std::string, int64_t> key{k.launches.back().function, eval(k.launches.back().work)};
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
@@ -472,7 +577,7 @@ size_t CudaExecutor::variant(NodeId id, const NodeKernels& k, DevicePtr out, con
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
-    void* f = v == 0 ? functions_by_node_[id][k.launches.size() - 1] : alternative_functions_.at(id)[v - 1];
+    void* f = v == 0 ? first : alternatives[v - 1];
     launch(l, k, f, out, in);
     std::vector<double> ms;
     for (int t = 0; t < 3; ++t) {

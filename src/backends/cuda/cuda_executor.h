@@ -118,7 +118,26 @@ class CudaExecutor {
   void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
-  size_t variant(NodeId id, const NodeKernels& k, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing);
+  size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
+                 const std::vector<DevicePtr>& in, bool capturing);
+  // Linear layers that read the same activations run as one GEMV over their weights, which
+  // share one allocation, laid end to end (emit_grouped_linear). LUMINAL_CUDA_GROUP_LINEAR=0
+  // turns it off.
+  struct LinearGroup {
+    std::vector<NodeId> members, weights;  // weights[i]: members[i]'s weight input
+    std::vector<size_t> offsets;           // of each weight in `base`, then the total
+    NodeKernels kernels;
+    void* function = nullptr;
+    std::vector<void*> alternatives;
+    DevicePtr base = 0;
+    bool active = false;                // this run uses it
+    std::vector<DeviceBuffer> pending;  // this run's outputs, by member
+  };
+  std::vector<LinearGroup> groups_;
+  std::map<NodeId, size_t> group_of_member_, group_of_weight_;
+  void find_linear_groups();
+  bool group_usable(const LinearGroup& g);
+  void run_group(LinearGroup& g, DevicePtr activations, bool capturing);
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
