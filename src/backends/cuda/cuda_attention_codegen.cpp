@@ -85,6 +85,32 @@ std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys) {
          "  auto lm_mask_at = [&](long long lm_base, long long lm_key) { return lm_ld3(lm_base + lm_key); };\n";
 }
 
+
+// Loads a tile of kTiledKeys key (or value) rows into lm_kv ([BN][lm_W]): a warp per row, its
+// address computed once, each lane four consecutive head-dim elements (one 16-byte load when the
+// cache is f32 with unit stride and the row is aligned). Rows past the keys are zeros; rows the
+// view masks hold its pad value.
+std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim,
+                                const std::string& head_stride, const std::string& len, const std::string& pad) {
+  const bool vec = t == DType::F32 && l.strides[head_dim].is_const(1);
+  std::ostringstream s;
+  s << "    for (int lm_kk = threadIdx.x >> 5; lm_kk < lm_BN; lm_kk += blockDim.x >> 5) {\n"
+    << "      const long long lm_key = lm_k0 + lm_kk;\n"
+    << "      const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " << valid_cond(l, r, head_dim, "lm_key", key_dim) << ";\n"
+    << "      const long long lm_rb = lm_ok ? " << base_index(l, r, "lm_key", key_dim, head_dim) << " : 0;\n"
+    << "      float* lm_dst = lm_kv + lm_kk * lm_W;\n"
+    << "      for (int lm_p = (threadIdx.x & 31) * 4; lm_p < " << len << "; lm_p += 128) {\n";
+  if (vec)
+    s << "        if (lm_ok && lm_p + 4 <= " << len << " && ((lm_rb + lm_p) & 3) == 0) {\n"
+      << "          const float4 lm_x = *(const float4*)((const float*)" << ptr << " + lm_rb + lm_p);\n"
+      << "          lm_dst[lm_p] = lm_x.x; lm_dst[lm_p + 1] = lm_x.y; lm_dst[lm_p + 2] = lm_x.z; lm_dst[lm_p + 3] = lm_x.w;\n"
+      << "          continue;\n        }\n";
+  s << "        for (int lm_e = lm_p; lm_e < lm_p + 4 && lm_e < " << len << "; ++lm_e)\n"
+    << "          lm_dst[lm_e] = !lm_here ? 0.0f : lm_ok ? (float)" << load(t, ptr + "[lm_rb + lm_e * " + head_stride + "]") << " : (float)" << pad
+    << ";\n      }\n    }\n";
+  return s.str();
+}
+
 }  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
@@ -263,13 +289,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "        lm_any |= lm_vis[lm_a][lm_i];\n      }\n"
     // Also the barrier that lets this tile overwrite the last one's shared memory.
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
-    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * lm_DK; lm_i += blockDim.x) {\n"
-    << "      const int lm_kk = lm_i / lm_DK, lm_p = lm_i - lm_kk * lm_DK;\n"
-    << "      const long long lm_key = lm_k0 + lm_kk;\n"
-    << "      float lm_x = " << value_lit(n.inputs[1].view.pad_value(), dt[1]) << ";\n"
-    << "      if (lm_key < lm_keys && " << valid_cond(*k, r, r - 2, "lm_key", r - 1) << ")\n"
-    << "        lm_x = " << load(dt[1], "lm_K[" + base_index(*k, r, "lm_key", r - 1, r - 2) + " + lm_p * lm_ksp]") << ";\n"
-    << "      lm_kv[lm_kk * lm_W + lm_p] = lm_key < lm_keys ? lm_x : 0.0f;\n    }\n"
+    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]))
     << "    __syncthreads();\n"
     << "    float lm_s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
     << "    const float* lm_q0 = lm_qs + (2 * lm_rg) * (lm_DK + 1);\n    const float* lm_q1 = lm_q0 + (lm_DK + 1);\n"
@@ -298,13 +318,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "      lm_l[lm_a] = __fmaf_rn(lm_l[lm_a], lm_alpha, lm_sum);\n      lm_m[lm_a] = lm_mn;\n"
     << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] *= lm_alpha;\n    }\n"
     << "    __syncthreads();\n"
-    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * lm_DV; lm_i += blockDim.x) {\n"
-    << "      const int lm_kk = lm_i / lm_DV, lm_j = lm_i - lm_kk * lm_DV;\n"
-    << "      const long long lm_key = lm_k0 + lm_kk;\n"
-    << "      float lm_x = " << value_lit(n.inputs[2].view.pad_value(), dt[2]) << ";\n"
-    << "      if (lm_key < lm_keys && " << valid_cond(*v, r, r - 1, "lm_key", r - 2) << ")\n"
-    << "        lm_x = " << load(dt[2], "lm_V[" + base_index(*v, r, "lm_key", r - 2, r - 1) + " + lm_j * lm_vsj]") << ";\n"
-    << "      lm_kv[lm_kk * lm_W + lm_j] = lm_key < lm_keys ? lm_x : 0.0f;\n    }\n"
+    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]))
     << "    __syncthreads();\n"
     << "    const float* lm_p0 = lm_ps + (2 * lm_rg) * lm_BN;\n    const float* lm_p1 = lm_p0 + lm_BN;\n"
     << "    for (int lm_kk = 0; lm_kk < lm_BN; ++lm_kk) {\n"
