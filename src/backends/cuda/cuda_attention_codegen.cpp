@@ -111,6 +111,29 @@ std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer
   return s.str();
 }
 
+// Keys and values that are one strided layer each (a mask may limit the key and batch dims,
+// never the head dim), of float types: what both attention kernels need.
+struct StridedKv {
+  const ViewLayer *k, *v;
+  size_t r;
+};
+std::optional<StridedKv> strided_kv(const Node& n, const std::vector<DType>& dt) {
+  const ViewLayer* k = plain_layer(n.inputs[1].view);
+  const ViewLayer* v = plain_layer(n.inputs[2].view);
+  const size_t r = n.inputs[0].view.rank();
+  if (!k || !v || r < 2 || k->shape.size() != r || v->shape.size() != r) return std::nullopt;
+  if (k->dim_masked(r - 2) || v->dim_masked(r - 1)) return std::nullopt;
+  if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
+  return StridedKv{k, v, r};
+}
+
+// lm_bc: the batch coordinates of batch index lm_b (through lm_shape_of).
+std::string batch_coords(size_t r) {
+  return "  long long lm_bc[" + std::to_string(r) + "] = {};\n  { long long lm_rem = lm_b;\n    for (int lm_d = " +
+         std::to_string(static_cast<long>(r) - 3) +
+         "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n";
+}
+
 }  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
@@ -122,12 +145,10 @@ std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer
 // per lane. Addresses come from the strides, computed once per key, not through the general
 // index expressions. The combine launch merges the slices.
 std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
-  const ViewLayer* k = plain_layer(n.inputs[1].view);
-  const ViewLayer* v = plain_layer(n.inputs[2].view);
-  const size_t r = n.inputs[0].view.rank();
-  if (!k || !v || r < 2 || k->shape.size() != r || v->shape.size() != r) return std::nullopt;
-  if (k->dim_masked(r - 2) || v->dim_masked(r - 1)) return std::nullopt;
-  if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
+  const std::optional<StridedKv> kv = strided_kv(n, dt);
+  if (!kv) return std::nullopt;
+  const ViewLayer *k = kv->k, *v = kv->v;
+  const size_t r = kv->r;
   const DType t = dt[0];
   auto valid = [&](const ViewLayer& l, size_t skip, const std::string& key_coord, size_t key_dim) {
     return valid_cond(l, r, skip, key_coord, key_dim);
@@ -149,9 +170,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "  const long long lm_row = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_row * lm_splits, lm_b = lm_row / lm_seq;\n"
     << "  const long long lm_k0 = lm_split * " << kAttentionChunk << ", lm_k1 = lm_k0 + " << kAttentionChunk
     << " < lm_keys ? lm_k0 + " << kAttentionChunk << " : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
-    << "  long long lm_bc[" << r << "] = {};\n"
-    << "  { long long lm_rem = lm_b;\n"
-    << "    for (int lm_d = " << static_cast<long>(r) - 3 << "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n"
+    << batch_coords(r)
     << "  for (long long lm_p = threadIdx.x; lm_p < lm_dk; lm_p += blockDim.x) lm_q[lm_p] = (float)lm_ld0(lm_row * lm_dk + lm_p);\n"
     << "  __syncthreads();\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
@@ -241,12 +260,10 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 // max and sum per row, rescaled per tile). A key tile that the mask hides from every row of the
 // block is skipped (half the tiles of a causal prefill). Head dims are constants up to 256.
 std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
-  const ViewLayer* k = plain_layer(n.inputs[1].view);
-  const ViewLayer* v = plain_layer(n.inputs[2].view);
-  const size_t r = n.inputs[0].view.rank();
-  if (!k || !v || r < 2 || k->shape.size() != r || v->shape.size() != r) return std::nullopt;
-  if (k->dim_masked(r - 2) || v->dim_masked(r - 1)) return std::nullopt;
-  if (is_int(dt[0]) || is_int(dt[1]) || is_int(dt[2])) return std::nullopt;
+  const std::optional<StridedKv> kv = strided_kv(n, dt);
+  if (!kv) return std::nullopt;
+  const ViewLayer *k = kv->k, *v = kv->v;
+  const size_t r = kv->r;
   const std::optional<int64_t> dk = n.inputs[0].view.shape()[r - 1].as_const(), dv = v->shape[r - 1].as_const();
   if (!dk || !dv || *dk < 1 || *dv < 1 || *dk > kTiledMaxHeadDim || *dv > kTiledMaxHeadDim) return std::nullopt;
   static_assert(kBlockThreads == 256 && kTiledRows == 32 && kTiledKeys == 64, "the thread layout below assumes these");
@@ -264,9 +281,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
     << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
-    << "  long long lm_bc[" << r << "] = {};\n"
-    << "  { long long lm_rem = lm_b;\n"
-    << "    for (int lm_d = " << static_cast<long>(r) - 3 << "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n"
+    << batch_coords(r)
     << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK; lm_i += blockDim.x) {\n"
     << "    const int lm_row = lm_i / lm_DK, lm_p = lm_i - lm_row * lm_DK;\n"
     << "    lm_qs[lm_row * (lm_DK + 1) + lm_p] = lm_r0 + lm_row < lm_seq ? (float)lm_ld0((lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + lm_p) : 0.0f;\n  }\n"
