@@ -220,6 +220,40 @@ TEST(CudaBackend, CasesMatchTheReference) {
   }
 }
 
+// Inputs given as device pointers are read in place; outputs handed back as device pointers
+// hold the results; a dtype other than the input's is refused with the reason.
+TEST(CudaBackend, DevicePointersInAndOut) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  Case c = std::move(testing::cases()[0]);
+  Context& ctx = Context::get();
+  CudaExecutor cuda(compiled(c.graph), "");
+  Interpreter ref(c.graph);
+  std::vector<DevicePtr> held;
+  for (auto& [name, buf] : c.inputs(5)) {
+    ref.set_input(name, buf);
+    DevicePtr p = ctx.alloc(buf.nbytes());
+    held.push_back(p);
+    ctx.upload(p, buf.bytes(), buf.nbytes());
+    cuda.set_input_device(name, p, buf.dtype(), buf.shape());
+  }
+  ref.run();
+  cuda.run();
+  for (NodeId o : c.graph.outputs()) {
+    const std::string& name = c.graph.node(o).name;
+    CudaExecutor::DeviceTensor t = cuda.output_device(name);
+    Buffer got(t.dtype, t.shape);
+    ctx.download(got.bytes(), t.ptr, got.nbytes());
+    expect_close(ref.output(name), got, "device output " + name);
+  }
+  try {
+    cuda.set_input_device("x", held[0], DType::BF16, {7, 5});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dtype"), std::string::npos) << e.what();
+  }
+  for (DevicePtr p : held) ctx.free(p);
+}
+
 // Every variant of the GEMV (the executor keeps whichever is fastest on the device, so each
 // must be right): a bf16 and an f32 linear layer at several row counts, with an odd k (the
 // unaligned tail) and k = 200 (aligned), against the reference interpreter.

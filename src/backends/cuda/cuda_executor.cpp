@@ -107,7 +107,7 @@ CudaExecutor::~CudaExecutor() {
   ctx_.free(dims_dev_);
   for (auto& [id, k] : kept_) ctx_.free(k.value.ptr);
   for (auto& [id, b] : inputs_)
-    if (!group_of_weight_.count(id)) ctx_.free(b.ptr);
+    if (!group_of_weight_.count(id) && !b.borrowed) ctx_.free(b.ptr);
   for (LinearGroup& g : groups_) ctx_.free(g.base);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
 }
@@ -135,6 +135,11 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
   auto it = inputs_.find(id);
   // Recorded graphs read inputs where they were, and skip the values kept from them.
   if (invariant_inputs_.count(id)) clear_graphs();
+  if (it != inputs_.end() && it->second.borrowed) {  // the caller's memory is the caller's: not reused
+    clear_graphs();
+    inputs_.erase(it);
+    it = inputs_.end();
+  }
   if (auto g = group_of_weight_.find(id); g != group_of_weight_.end()) {  // a place in its group's allocation
     LinearGroup& grp = groups_[g->second];
     const size_t i = static_cast<size_t>(std::find(grp.weights.begin(), grp.weights.end(), id) - grp.weights.begin());
@@ -538,8 +543,10 @@ void CudaExecutor::find_linear_groups() {
 }
 
 bool CudaExecutor::group_usable(const LinearGroup& g) {
-  for (NodeId w : g.weights)
-    if (!inputs_.count(w)) return false;
+  for (size_t i = 0; i < g.weights.size(); ++i) {  // every weight in place in the group's allocation
+    auto it = inputs_.find(g.weights[i]);
+    if (it == inputs_.end() || !g.base || it->second.ptr != g.base + g.offsets[i]) return false;
+  }
   // Many rows go to the library (tensor cores), one layer at a time.
   const LinearOperands& l = *kernels_.per_node[g.members[0]]->linear;
   return !(cublaslt_ && eval_true(l.m) >= kLibraryMinRows);
@@ -595,6 +602,39 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
 }
 
 std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const { return slowest_first(profile_); }
+
+void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) {
+  NodeId id = graph_.find_input(name);
+  const Node& n = graph_.node(id);
+  if (dtype != n.dtype)
+    throw Error("input '" + name + "': device memory must hold the input's dtype " + dtype_name(n.dtype) + " (got " + dtype_name(dtype) +
+                "); use set_input to convert on the host");
+  if (shape.size() != n.shape.size())
+    throw Error("input '" + name + "': expected shape " + to_string(n.shape) + " (rank " + std::to_string(n.shape.size()) + "), got " +
+                shape_string(shape));
+  if (!ptr) throw Error("input '" + name + "': null device pointer");
+  clear_graphs();  // recorded graphs read inputs where they were
+  auto it = inputs_.find(id);
+  if (it != inputs_.end() && !it->second.borrowed && !group_of_weight_.count(id)) ctx_.free(it->second.ptr);
+  DeviceBuffer d;
+  d.ptr = ptr;
+  d.dtype = dtype;
+  d.shape = shape;
+  d.bytes = dtype_size(dtype);
+  for (int64_t x : shape) d.bytes *= static_cast<size_t>(std::max<int64_t>(0, x));
+  d.borrowed = true;
+  inputs_.insert_or_assign(id, d);
+  ++input_versions_[id];
+}
+
+CudaExecutor::DeviceTensor CudaExecutor::output_device(const std::string& name) const {
+  auto it = outputs_.find(name);
+  if (it == outputs_.end()) {
+    graph_.find_output(name);
+    throw Error("output '" + name + "' has not been computed yet: call run() first");
+  }
+  return DeviceTensor{it->second.ptr, it->second.dtype, it->second.shape};
+}
 
 Buffer CudaExecutor::output(const std::string& name) const {
   auto it = outputs_.find(name);

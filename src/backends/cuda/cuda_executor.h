@@ -71,6 +71,17 @@ class CudaExecutor {
   void set_dim(const std::string& name, int64_t value);
   void run();
   Buffer output(const std::string& name) const;  // downloaded, in the output's dtype
+  // Zero-copy for callers that hold device memory (this process's context): the input reads the
+  // caller's `bytes` at `ptr` in place, in the input's dtype (no conversion), until the next
+  // set_input of that name; a KV cache given so is updated in place there. The caller keeps it
+  // alive and frees it. An output is handed back as where it lies, valid until the next run().
+  void set_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape);
+  struct DeviceTensor {
+    DevicePtr ptr = 0;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+  };
+  DeviceTensor output_device(const std::string& name) const;
   std::vector<float> output_f32(const std::string& name) const { return output(name).to_f32(); }
 
   const Graph& graph() const { return graph_; }
@@ -93,6 +104,7 @@ class CudaExecutor {
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
     bool kept = false;  // a run invariant's value: never returned to the free list
+    bool borrowed = false;  // an input in the caller's memory (set_input_device): never freed here
   };
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
   void give_back(DeviceBuffer b);
