@@ -106,6 +106,17 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
   EXPECT_GT(tiled, 0u);
   EXPECT_GT(variants, 0u);
   EXPECT_NE(k.source().find("lm_ps"), std::string::npos);
+  // Every function waits for the kernel before it (launched overlapping, it may start early),
+  // and does so before its blocks past the work return; the GEMVs prefetch weights before that.
+  for (const std::string& t : k.functions.texts) {
+    const size_t wait = t.find("lm_grid_wait();");
+    ASSERT_NE(wait, std::string::npos) << t;
+    EXPECT_EQ(t.find("lm_grid_wait();", wait + 1), std::string::npos) << t;
+    EXPECT_LT(t.find("lm_grid_release();"), wait) << t;
+    const size_t early = t.find("if (blockIdx.x >=");
+    if (early != std::string::npos) EXPECT_LT(wait, early) << t;
+    if (t.find("lm_vec") != std::string::npos && t.find("lm_kk") != std::string::npos) EXPECT_LT(t.find("prefetch.global.L2"), wait) << t;
+  }
 }
 
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):
@@ -198,7 +209,9 @@ TEST(CudaBackend, CasesMatchTheReference) {
     Graph plan = compiled(c.graph);
     for (const Graph* g : {&c.graph, &plan}) {
       const std::string kind = g == &plan ? " (compiled)" : " (raw)";
-      CudaExecutor cuda(*g, "", CudaOptions{.tensor_cores = false});
+      // Kernels one after another, then as overlapping (programmatic dependent) launches.
+      for (bool overlap : {false, true}) {
+      CudaExecutor cuda(*g, "", CudaOptions{.tensor_cores = false, .overlap_launches = overlap});
       for (int64_t s : testing::s_values()) {
         Interpreter ref(c.graph);
         for (auto& [name, buf] : c.inputs(s)) {
@@ -212,9 +225,11 @@ TEST(CudaBackend, CasesMatchTheReference) {
           for (NodeId o : c.graph.outputs()) {
             const std::string& name = c.graph.node(o).name;
             expect_close(ref.output(name), cuda.output(name),
-                         c.name + kind + " output " + name + " at s=" + std::to_string(s) + ", run " + std::to_string(rep + 1));
+                         c.name + kind + (overlap ? " overlapped" : "") + " output " + name + " at s=" + std::to_string(s) + ", run " +
+                             std::to_string(rep + 1));
           }
         }
+      }
       }
     }
   }

@@ -57,13 +57,17 @@ class KernelWriter {
   }
 
   // The whole function around `body`, named by a hash of its text; added to the set once.
-  std::string finish(const std::string& body, FunctionSet& functions) const {
+  // Every function lets the next kernel launch at once (launched as a programmatic dependent
+  // launch, it only fills SMs this one leaves free) and waits for the kernel before it to finish
+  // before `body`: so every write of a kernel follows all earlier kernels' completion, and a
+  // kernel's launch and `before_wait` (reads of weights) overlap the previous one's tail.
+  std::string finish(const std::string& body, FunctionSet& functions, const std::string& before_wait = "") const {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     params << ", const long long* __restrict__ lm_dims)";
-    std::string text = params.str() + " {\n" + preamble() + body + "}\n";
+    std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" + body + "}\n";
     std::string name = "lm_" + hash_key(text);
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);
@@ -138,6 +142,16 @@ std::string cuda_prelude() {
          "#define __builtin_inff() __int_as_float(0x7f800000)\n#define __builtin_nanf(x) __int_as_float(0x7fc00000)\n"
          "#pragma nv_diag_suppress 177\n#pragma nv_diag_suppress 550\n#define INT32_MAX 2147483647\n#define INT32_MIN (-2147483647 - 1)\n" +
          Expr::c_prelude() + R"(
+// Programmatic dependent launch (sm_90+): griddepcontrol.launch_dependents lets the next
+// kernel start; griddepcontrol.wait returns once the kernel before has finished and its writes
+// are visible. No-ops on older devices, where kernels run one after the other anyway.
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void lm_grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void lm_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+#else
+__device__ __forceinline__ void lm_grid_release() {}
+__device__ __forceinline__ void lm_grid_wait() {}
+#endif
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
   uint32_t u = __float_as_uint(f);
@@ -336,7 +350,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v) -> std::optional<Launch> {
       auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v.in_flight, v.split_k);
       if (!body) return std::nullopt;
-      return Launch{w.finish(*body, functions), Launch::Grid::Elements, count * (v.split_k ? kBlockThreads : 32)};
+      return Launch{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v.split_k)), Launch::Grid::Elements,
+                    count * (v.split_k ? kBlockThreads : 32)};
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
       r.launches.push_back(*first);
@@ -485,7 +500,8 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
     auto body = strided_linear_body(la, &cat, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store, kLinearVariants[v].in_flight,
                                     kLinearVariants[v].split_k);
     if (!body) return std::nullopt;
-    Launch l{w.finish(*body, functions), Launch::Grid::Elements, count * (kLinearVariants[v].split_k ? kBlockThreads : 32)};
+    Launch l{w.finish(*body, functions, linear_weight_prefetch(la, &cat, w.in_dtype(1), kLinearVariants[v].split_k)), Launch::Grid::Elements,
+             count * (kLinearVariants[v].split_k ? kBlockThreads : 32)};
     if (v == 0) k.launches.push_back(l);
     else k.alternatives.push_back(l);
   }

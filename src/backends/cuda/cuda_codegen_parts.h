@@ -36,6 +36,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
                                                int in_flight = 4, bool split_k = false);
+// Code for before the kernel's wait on the one before it (griddepcontrol.wait): the first 4 KB
+// of each warp's first weight row start streaming into L2 while that kernel finishes. Weights
+// are never written by kernels, so reading them early is safe. Empty for batched products.
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, bool split_k);
 // The GEMV's variants: 16-byte loads in flight per lane, and whether a block's warps split k
 // for one output column (a block per column: finer work units, so a GEMV of a few thousand
 // columns fills the GPU's last wave) or each warp takes a column. The executor times them on

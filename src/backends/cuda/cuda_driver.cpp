@@ -43,6 +43,7 @@ struct Api {
   CUresult (*cuFuncSetAttribute)(Handle, int, int);
   CUresult (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle, void**,
                              void**);
+  CUresult (*cuLaunchKernelEx)(const void*, Handle, void**, void**);  // optional (CUDA 11.8+)
   CUresult (*cuEventCreate)(Handle*, unsigned);
   CUresult (*cuEventRecord)(Handle, Handle);
   CUresult (*cuEventSynchronize)(Handle);
@@ -94,6 +95,7 @@ const Loaded& loaded() {
     bind(lib, a.cuModuleLoadData, "cuModuleLoadData", e), bind(lib, a.cuModuleGetFunction, "cuModuleGetFunction", e);
     bind(lib, a.cuModuleUnload, "cuModuleUnload", e), bind(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", e);
     bind(lib, a.cuLaunchKernel, "cuLaunchKernel", e);
+    a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     bind(lib, a.cuEventCreate, "cuEventCreate", e), bind(lib, a.cuEventRecord, "cuEventRecord", e);
     bind(lib, a.cuEventSynchronize, "cuEventSynchronize", e), bind(lib, a.cuEventElapsedTime, "cuEventElapsedTime", e);
     bind(lib, a.cuEventDestroy, "cuEventDestroy_v2", e), bind(lib, a.cuGetErrorName, "cuGetErrorName", e);
@@ -229,11 +231,44 @@ size_t Context::free_memory() const {
   return free;
 }
 
-void Context::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, size_t shared, void** args) {
+namespace {
+
+// cuLaunchKernelEx's config and one attribute, with the driver's layout (cuda.h: CUlaunchConfig,
+// CUlaunchAttribute, whose value is a 64-byte union).
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+  } v;
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+  Handle stream;
+  LaunchAttribute* attrs;
+  unsigned n_attrs;
+};
+constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+}  // namespace
+
+bool Context::can_overlap_launches() const { return api().cuLaunchKernelEx && info_.cc_major >= 9; }
+
+void Context::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, size_t shared, void** args,
+                     bool overlap) {
   if (gx == 0 || gy == 0 || gz == 0) return;  // nothing to do (an empty tensor)
   if (shared > 48 * 1024)
     check(api().cuFuncSetAttribute(function, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, static_cast<int>(shared)),
           "cuFuncSetAttribute");
+  if (overlap && can_overlap_launches()) {
+    LaunchAttribute a{};
+    a.id = kProgrammaticStreamSerialization;
+    a.v.value = 1;
+    LaunchConfig cfg{gx, gy, gz, bx, 1, 1, static_cast<unsigned>(shared), stream_, &a, 1};
+    check(api().cuLaunchKernelEx(&cfg, function, args, nullptr), "cuLaunchKernelEx");
+    return;
+  }
   check(api().cuLaunchKernel(function, gx, gy, gz, bx, 1, 1, static_cast<unsigned>(shared), stream_, args, nullptr),
         "cuLaunchKernel");
 }

@@ -51,8 +51,12 @@ class Context {
   void* stream() const { return stream_; }  // a CUstream, for libraries (cuBLASLt)
 
   // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
+  // `overlap`: a programmatic dependent launch (Hopper on): the kernel may start while the one
+  // before it finishes, and must itself wait (griddepcontrol.wait) before touching anything that
+  // kernel writes. Ignored where can_overlap_launches() is false.
   void launch(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, size_t shared_bytes,
-              void** args);
+              void** args, bool overlap = false);
+  bool can_overlap_launches() const;
 
   // CUDA graphs: the launches between begin_capture and end_capture are recorded, not run;
   // the returned executable graph replays them with launch_graph.

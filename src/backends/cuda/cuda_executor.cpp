@@ -85,6 +85,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   if (tune && std::string(tune) == "0") options_.tune_variants = false;
   const char* graphs = std::getenv("LUMINAL_CUDA_GRAPHS");
   if (graphs && std::string(graphs) == "0") options_.graphs = false;
+  const char* overlap = std::getenv("LUMINAL_CUDA_OVERLAP");
+  if (overlap) options_.overlap_launches = std::string(overlap) != "0";
   graph_dims_ = graph_.dims();
   dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
 }
@@ -275,7 +277,8 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
                 std::to_string(ctx_.info().max_shared_per_block) + " (attention over too many keys: use a smaller --context)");
   if (blocks > 0x7fffffff) throw Error("CUDA backend: too many blocks for one launch");
-  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, static_cast<size_t>(shared), args.data());
+  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, static_cast<size_t>(shared), args.data(),
+              options_.overlap_launches);
 }
 
 bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {

@@ -48,6 +48,11 @@ struct CudaOptions {
   // per token): buffers and grids are sized for the bucket's end, kernels read the true dims
   // from device memory. Also LUMINAL_CUDA_GRAPHS=0 turns graphs off.
   bool graphs = true;
+  // Generated kernels go out as programmatic dependent launches (Hopper on): each may start
+  // while the one before finishes, prefetching its weights, and waits for it before reading its
+  // results. Off until it has been checked and timed on a GPU; LUMINAL_CUDA_OVERLAP=1 turns it
+  // on (=0 off).
+  bool overlap_launches = false;
   // Kernels with variants (the GEMV's schedules) are timed on the device, per size, the first
   // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant);
   // LUMINAL_CUDA_TUNE_LOG=1 prints each choice and its timings to stderr.

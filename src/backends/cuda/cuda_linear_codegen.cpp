@@ -112,4 +112,27 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   return s.str();
 }
 
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, bool split_k) {
+  const size_t r = a ? a->shape.size() : 0;
+  if (!a || !b || r < 2 || b->shape.size() != r) return "";
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (!a->shape[d].is_const(1)) return "";
+  const size_t bytes = dtype_size(w_dtype);
+  const int per = bytes == 2 ? 8 : 4;
+  std::ostringstream s;
+  s << "  {\n    const long long lm_pn = " << c(b->shape[r - 1]) << ", lm_pk = " << c(a->shape[r - 1]) << ", lm_pw = (" << c(a->shape[r - 2])
+    << " + 3) / 4 * lm_pn;\n";
+  if (split_k)
+    s << "    const long long lm_w0 = blockIdx.x, lm_nw0 = blockDim.x >> 5, lm_sp = (lm_pk + lm_nw0 * " << per << " - 1) / (lm_nw0 * " << per
+      << ") * " << per << ", lm_k0 = (threadIdx.x >> 5) * lm_sp < lm_pk ? (threadIdx.x >> 5) * lm_sp : lm_pk,"
+      << " lm_k1 = lm_k0 + lm_sp < lm_pk ? lm_k0 + lm_sp : lm_pk;\n";
+  else
+    s << "    const long long lm_w0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5, lm_k0 = 0, lm_k1 = lm_pk;\n";
+  s << "    const long long lm_at = (long long)(threadIdx.x & 31) * 128;\n"
+    << "    if (lm_w0 < lm_pw && lm_at < (lm_k1 - lm_k0) * " << bytes << ") {\n"
+    << "      const char* lm_row = lm_in1 + (" << c(b->offset) << " + (lm_w0 % lm_pn) * " << c(b->strides[r - 1]) << " + lm_k0) * " << bytes << ";\n"
+    << "      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_row + lm_at));\n    }\n  }\n";
+  return s.str();
+}
+
 }  // namespace luminal::cuda::gen
