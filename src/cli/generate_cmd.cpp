@@ -51,18 +51,6 @@ ChatStyle chat_style(const Tokenizer& tok, const ModelConfig& c) {
   return ChatStyle::ChatML;
 }
 
-// Stop ids: the model's eos plus the tokenizer's (chat models end a turn with their own token).
-std::vector<int32_t> stop_ids(const LanguageModel& m, const Tokenizer* tok) {
-  std::vector<int32_t> ids = m.config().eos_ids;
-  if (tok)
-    for (int32_t e : tok->eos_ids())
-      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
-  if (tok)
-    for (const char* t : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end_of_text|>", "<turn|>"})
-      if (auto id = tok->token_to_id(t); id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
-  return ids;
-}
-
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -96,7 +84,7 @@ int run_generate(int argc, char** argv) {
     }
   }
   GenerateOptions g = generate_options(a);
-  g.eos_ids = stop_ids(m, tok ? &*tok : nullptr);
+  g.eos_ids = default_stop_ids(m, tok ? &*tok : nullptr);
   bool json = a.has("--json");
   auto print = [&](const std::string& s) {
     std::fwrite(s.data(), 1, s.size(), stdout);
@@ -138,7 +126,7 @@ int run_chat(int argc, char** argv) {
   if (!tok) throw Error("'" + a.str("--model") + "' has no tokenizer; chat needs one");
   ChatStyle style = chat_style(*tok, m.config());
   GenerateOptions g = generate_options(a);
-  g.eos_ids = stop_ids(m, &*tok);
+  g.eos_ids = default_stop_ids(m, &*tok);
   std::vector<ChatMessage> history;
   if (a.has("--system")) history.push_back({"system", a.str("--system")});
   std::vector<int32_t> cached;  // the tokens the KV cache holds, to reuse the shared prefix

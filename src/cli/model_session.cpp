@@ -53,17 +53,6 @@ LanguageModel load_model(const Args& a, bool all_logits) {
   return LanguageModel::load(a.str("--model"), model_options(a, all_logits));
 }
 
-std::optional<Tokenizer> open_tokenizer(const std::string& path) {
-  if (is_gguf_path(path)) return Tokenizer::from_gguf(GgufFile::open(path));
-  if (fs::is_directory(path)) {
-    fs::path t = fs::path(path) / "tokenizer.json";
-    if (!fs::exists(t)) return std::nullopt;
-    return Tokenizer::from_json_file(t.string());
-  }
-  if (!fs::exists(path)) throw Error("tokenizer '" + path + "' does not exist");
-  return Tokenizer::from_json_file(path);
-}
-
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   std::string s = text;

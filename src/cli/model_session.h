@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "models/language_model.h"
+#include "models/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace luminal::cli {
@@ -17,7 +18,6 @@ LanguageModel load_model(const Args& a, bool all_logits = false);
 
 // The tokenizer of a model folder (tokenizer.json), a .gguf file, or a tokenizer.json path;
 // nullopt when a folder has none.
-std::optional<Tokenizer> open_tokenizer(const std::string& path);
 
 std::vector<int32_t> parse_ids(const std::string& text);  // "1 2 3" or "1,2,3"
 std::string json_ids(const std::vector<int32_t>& ids);

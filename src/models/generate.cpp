@@ -88,4 +88,15 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
   return r;
 }
 
+std::vector<int32_t> default_stop_ids(const LanguageModel& m, const Tokenizer* tok) {
+  std::vector<int32_t> ids = m.config().eos_ids;
+  if (tok)
+    for (int32_t e : tok->eos_ids())
+      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+  if (tok)
+    for (const char* t : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end_of_text|>", "<turn|>"})
+      if (auto id = tok->token_to_id(t); id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  return ids;
+}
+
 }  // namespace luminal

@@ -36,4 +36,8 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
 
 double median(std::vector<double> v);
 
+// The ids generation stops on by default: the model's eos plus the tokenizer's, and the
+// end-of-turn tokens chat models use (<|eot_id|>, <|im_end|>, <end_of_turn>, ...).
+std::vector<int32_t> default_stop_ids(const LanguageModel& m, const Tokenizer* tok);
+
 }  // namespace luminal

@@ -16,6 +16,17 @@ bool is_gguf_path(const std::string& path) {
   return fs::is_regular_file(path) && path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
 }
 
+std::optional<Tokenizer> open_tokenizer(const std::string& path) {
+  if (is_gguf_path(path)) return Tokenizer::from_gguf(GgufFile::open(path));
+  if (fs::is_directory(path)) {
+    fs::path t = fs::path(path) / "tokenizer.json";
+    if (!fs::exists(t)) return std::nullopt;
+    return Tokenizer::from_json_file(t.string());
+  }
+  if (!fs::exists(path)) throw Error("tokenizer '" + path + "' does not exist");
+  return Tokenizer::from_json_file(path);
+}
+
 // generation_config.json's eos ids are the ones generate() stops on.
 static void read_generation_config(const fs::path& dir, ModelConfig& c) {
   fs::path p = dir / "generation_config.json";

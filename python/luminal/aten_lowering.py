@@ -1,0 +1,865 @@
+"""Aten ops as luminal graph ops: one function per aten overload, each taking luminal Tensors
+(where the FX graph has tensors), luminal Exprs (symbolic sizes) and Python values.
+
+``LOWERINGS`` maps an aten OpOverload (or an OpOverloadPacket, covering all its overloads) to
+its function. torch_backend.py walks the FX graph and calls them; an op missing here fails at
+compile time with its name and the line of the model that made it.
+"""
+import operator
+
+import torch
+
+from . import _luminal as L
+
+aten = torch.ops.aten
+
+# torch dtypes luminal computes in; int64 runs as int32 and float64 as float32 (luminal has no
+# 64-bit types), which the caller's tensors are converted to and back from.
+DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int32: "i32",
+    torch.int64: "i32",
+    torch.int16: "i32",
+    torch.int8: "i32",
+    torch.uint8: "i32",
+    torch.bool: "bool",
+}
+
+
+def luminal_dtype(dt):
+    if dt not in DTYPES:
+        raise NotImplementedError(f"dtype {dt} is not supported by luminal (f32, f16, bf16, int and bool are)")
+    return DTYPES[dt]
+
+
+class Lowering:
+    """What a lowering function may need besides its arguments: the graph (for creation ops)
+    and the FX node's output metadata (dtype and shape of what torch computes)."""
+
+    def __init__(self, graph, node, exprs):
+        self.graph = graph
+        self.node = node
+        self._exprs = exprs
+
+    def out_dtype(self, i=None):
+        val = self.node.meta.get("val")
+        if i is not None:
+            val = val[i]
+        return luminal_dtype(val.dtype)
+
+    def out_shape(self, i=None):
+        val = self.node.meta.get("val")
+        if i is not None:
+            val = val[i]
+        return [self._exprs(s) for s in val.shape]
+
+
+LOWERINGS = {}
+
+
+def lower(*ops):
+    def register(fn):
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+
+    return register
+
+
+def is_tensor(x):
+    return isinstance(x, L.Tensor)
+
+
+def to_dtype(x, dtype):
+    return x if not is_tensor(x) or x.dtype == dtype else L.cast(x, dtype)
+
+
+def scalar(cx, value, dtype):
+    return cx.graph.constant(float(value), dtype)
+
+
+def as_tensor(cx, x, dtype):
+    """A Python number (or bool, or symbolic size) as a scalar tensor of `dtype`; tensors pass through."""
+    if is_tensor(x):
+        return x
+    if isinstance(x, L.Expr):
+        return to_dtype(_size_tensor(cx, x), dtype)
+    return scalar(cx, x, dtype)
+
+
+def promote(cx, a, b):
+    """Both operands (tensors or Python numbers) in the dtype torch's type promotion gives."""
+    common = _common(cx)
+    return to_dtype(as_tensor(cx, a, common), common), to_dtype(as_tensor(cx, b, common), common)
+
+
+def _common(cx):
+    ta = cx.node.args[0].meta["val"] if isinstance(cx.node.args[0], torch.fx.Node) else cx.node.args[0]
+    tb = cx.node.args[1].meta["val"] if isinstance(cx.node.args[1], torch.fx.Node) else cx.node.args[1]
+    return luminal_dtype(torch.result_type(ta, tb))
+
+
+def arith(fn):
+    def lowered(cx, a, b, alpha=None, **_):
+        a, b = promote(cx, a, b)
+        if alpha is not None and alpha != 1:
+            b = L.mul(b, as_tensor(cx, alpha, b.dtype))
+        return to_dtype(fn(a, b), cx.out_dtype())
+
+    return lowered
+
+
+lower(aten.add.Tensor, aten.add.Scalar)(arith(L.add))
+lower(aten.sub.Tensor, aten.sub.Scalar)(arith(L.sub))
+lower(aten.mul.Tensor, aten.mul.Scalar)(arith(L.mul))
+lower(aten.maximum.default)(arith(L.maximum))
+lower(aten.minimum.default)(arith(L.minimum))
+lower(aten.remainder.Tensor, aten.remainder.Scalar)(arith(L.remainder))
+lower(aten.fmod.Tensor, aten.fmod.Scalar)(arith(L.fmod))
+lower(aten.floor_divide.default)(arith(L.floor_divide))
+
+
+@lower(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(cx, a, b, alpha=1):
+    a, b = promote(cx, a, b)
+    if alpha != 1:
+        a = L.mul(a, as_tensor(cx, alpha, a.dtype))
+    return L.sub(b, a)
+
+
+@lower(aten.div.Tensor, aten.div.Scalar)
+def _div(cx, a, b):
+    a, b = promote(cx, a, b)
+    out = cx.out_dtype()
+    return L.div(to_dtype(a, out), to_dtype(b, out))
+
+
+@lower(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(cx, a, b, rounding_mode=None):
+    a, b = promote(cx, a, b)
+    if rounding_mode is None:
+        return _div(cx, a, b)
+    if rounding_mode == "floor":
+        return to_dtype(L.floor_divide(a, b), cx.out_dtype())
+    if rounding_mode == "trunc":
+        if a.dtype == "i32":  # C division truncates
+            q = L.floor_divide(a, b)
+            r = L.remainder(a, b)
+            fix = L.logical_and(L.ne(r, scalar(cx, 0, "i32")), L.lt(L.mul(a, b), scalar(cx, 0, "i32")))
+            return L.add(q, L.cast(fix, "i32"))
+        return to_dtype(L.trunc(L.div(a, b)), cx.out_dtype())
+    raise NotImplementedError(f"div rounding_mode={rounding_mode!r}")
+
+
+def compare(fn):
+    def lowered(cx, a, b):
+        a, b = promote(cx, a, b)
+        return fn(a, b)
+
+    return lowered
+
+
+for _name, _fn in [("eq", L.eq), ("ne", L.ne), ("lt", L.lt), ("le", L.le), ("gt", L.gt), ("ge", L.ge)]:
+    _op = getattr(aten, _name)
+    LOWERINGS[_op.Tensor] = compare(_fn)
+    LOWERINGS[_op.Scalar] = compare(_fn)
+
+
+def logical(fn):
+    def lowered(cx, a, b):
+        return fn(to_dtype(as_tensor(cx, a, "bool"), "bool"), to_dtype(as_tensor(cx, b, "bool"), "bool"))
+
+    return lowered
+
+
+lower(aten.logical_and.default)(logical(L.logical_and))
+lower(aten.logical_or.default)(logical(L.logical_or))
+lower(aten.logical_xor.default)(logical(L.logical_xor))
+
+
+@lower(aten.logical_not.default)
+def _logical_not(cx, x):
+    return L.logical_not(to_dtype(x, "bool"))
+
+
+def bitwise(fn):
+    def lowered(cx, a, b):
+        if cx.out_dtype() != "bool":
+            raise NotImplementedError("bitwise ops on integers (luminal has them for bool only)")
+        return logical(fn)(cx, a, b)
+
+    return lowered
+
+
+lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(bitwise(L.logical_and))
+lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(bitwise(L.logical_or))
+lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(bitwise(L.logical_xor))
+
+
+@lower(aten.bitwise_not.default)
+def _bitwise_not(cx, x):
+    if x.dtype != "bool":
+        raise NotImplementedError("bitwise_not on integers (luminal has it for bool only)")
+    return L.logical_not(x)
+
+
+@lower(aten.pow.Tensor_Scalar)
+def _pow_ts(cx, a, e):
+    out = cx.out_dtype()
+    a = to_dtype(a, out)
+    if e == 2:
+        return L.mul(a, a)
+    if e == 0.5:
+        return L.sqrt(a)
+    if e == 1:
+        return a
+    return to_dtype(L.pow(to_dtype(a, "f32") if out == "i32" else a, float(e)), out)
+
+
+@lower(aten.pow.Tensor_Tensor)
+def _pow_tt(cx, a, b):
+    a, b = promote(cx, a, b)
+    return L.pow(a, b)
+
+
+@lower(aten.pow.Scalar)
+def _pow_st(cx, a, b):
+    out = cx.out_dtype()
+    return L.pow(as_tensor(cx, a, out), to_dtype(b, out))
+
+
+def unary(fn, float_only=True):
+    def lowered(cx, x, *args, **kwargs):
+        out = cx.out_dtype()
+        if float_only:
+            x = to_dtype(x, out)
+        return to_dtype(fn(x), out)
+
+    return lowered
+
+
+for _name in ["exp", "exp2", "log", "log2", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "rsqrt",
+              "reciprocal", "erf", "floor", "ceil", "trunc", "round"]:
+    LOWERINGS[getattr(aten, _name).default] = unary(getattr(L, _name))
+for _name in ["neg", "abs", "sign", "relu"]:
+    LOWERINGS[getattr(aten, _name).default] = unary(getattr(L, _name), float_only=False)
+LOWERINGS[aten.silu.default] = unary(L.silu)
+LOWERINGS[aten.isnan.default] = lambda cx, x: L.isnan(x)
+LOWERINGS[aten.isinf.default] = lambda cx, x: L.isinf(x)
+
+
+@lower(aten.gelu.default)
+def _gelu(cx, x, approximate="none"):
+    return L.gelu_tanh(x) if approximate == "tanh" else L.gelu(x)
+
+
+@lower(aten.leaky_relu.default)
+def _leaky_relu(cx, x, slope=0.01):
+    return L.leaky_relu(x, slope)
+
+
+@lower(aten.hardtanh.default)
+def _hardtanh(cx, x, lo=-1.0, hi=1.0):
+    return L.clamp(x, lo, hi)
+
+
+@lower(aten.where.self)
+def _where(cx, c, a, b):
+    out = cx.out_dtype()
+    return L.where(to_dtype(c, "bool"), to_dtype(as_tensor(cx, a, out), out), to_dtype(as_tensor(cx, b, out), out))
+
+
+@lower(aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where_scalar(cx, c, a, b):
+    return _where(cx, c, a, b)
+
+
+@lower(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(cx, x, mask, value):
+    return L.where(to_dtype(mask, "bool"), to_dtype(as_tensor(cx, value, x.dtype), x.dtype), x)
+
+
+@lower(aten.clamp.default)
+def _clamp(cx, x, lo=None, hi=None):
+    out = cx.out_dtype()
+    return L.clamp(to_dtype(x, out), lo, hi)
+
+
+@lower(aten.clamp.Tensor)
+def _clamp_t(cx, x, lo=None, hi=None):
+    out = cx.out_dtype()
+    x = to_dtype(x, out)
+    if lo is not None:
+        x = L.maximum(x, to_dtype(lo, out))
+    if hi is not None:
+        x = L.minimum(x, to_dtype(hi, out))
+    return x
+
+
+@lower(aten.clamp_min.default)
+def _clamp_min(cx, x, lo):
+    return L.clamp(to_dtype(x, cx.out_dtype()), lo, None)
+
+
+@lower(aten.clamp_max.default)
+def _clamp_max(cx, x, hi):
+    return L.clamp(to_dtype(x, cx.out_dtype()), None, hi)
+
+
+# ---- reductions -------------------------------------------------------------------------------
+
+
+def dims_of(x, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.ndim))
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+def reduction(fn, cast_to_out=True):
+    def lowered(cx, x, dim=None, keepdim=False, dtype=None, **_):
+        out = cx.out_dtype()
+        if x.ndim == 0:
+            return to_dtype(x, out)
+        if cast_to_out:
+            x = to_dtype(x, out)
+        return to_dtype(fn(x, dims_of(x, dim), keepdim), out)
+
+    return lowered
+
+
+lower(aten.sum.dim_IntList, aten.sum.default)(reduction(L.sum))
+lower(aten.mean.dim, aten.mean.default)(reduction(L.mean))
+lower(aten.amax.default)(reduction(L.amax))
+lower(aten.amin.default)(reduction(L.amin))
+lower(aten.max.default)(reduction(L.amax))
+lower(aten.min.default)(reduction(L.amin))
+lower(aten.prod.dim_int, aten.prod.default)(reduction(L.prod))
+lower(aten.logsumexp.default)(reduction(L.logsumexp))
+lower(aten.any.dim, aten.any.dims, aten.any.default)(reduction(lambda x, d, k: L.any(to_dtype(x, "bool"), d, k), cast_to_out=False))
+lower(aten.all.dim, aten.all.dims, aten.all.default)(reduction(lambda x, d, k: L.all(to_dtype(x, "bool"), d, k), cast_to_out=False))
+
+
+@lower(aten.var.correction, aten.var.dim)
+def _var(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
+    c = 1 if correction is None else correction
+    if unbiased is not None and correction is None and not isinstance(unbiased, bool):
+        keepdim, unbiased = unbiased, True
+    if unbiased is False:
+        c = 0
+    return L.var(to_dtype(x, cx.out_dtype()), dims_of(x, dim), int(c), keepdim)
+
+
+@lower(aten.std.correction, aten.std.dim)
+def _std(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
+    c = 1 if correction is None else correction
+    if unbiased is False:
+        c = 0
+    return L.std(to_dtype(x, cx.out_dtype()), dims_of(x, dim), int(c), keepdim)
+
+
+@lower(aten.max.dim)
+def _max_dim(cx, x, dim, keepdim=False):
+    return L.amax(x, [dim], keepdim), L.argmax(x, dim, keepdim)
+
+
+@lower(aten.min.dim)
+def _min_dim(cx, x, dim, keepdim=False):
+    return L.amin(x, [dim], keepdim), L.argmin(x, dim, keepdim)
+
+
+@lower(aten.argmax.default)
+def _argmax(cx, x, dim=None, keepdim=False):
+    if dim is None:
+        return L.argmax(L.reshape(x, [_numel(x)]), 0, False)
+    return L.argmax(x, dim, keepdim)
+
+
+@lower(aten.argmin.default)
+def _argmin(cx, x, dim=None, keepdim=False):
+    if dim is None:
+        return L.argmin(L.reshape(x, [_numel(x)]), 0, False)
+    return L.argmin(x, dim, keepdim)
+
+
+def _numel(x):
+    n = 1
+    for s in x.shape:
+        n = s * n
+    return n
+
+
+@lower(aten.cumsum.default)
+def _cumsum(cx, x, dim, dtype=None):
+    return L.cumsum(to_dtype(x, cx.out_dtype()), dim)
+
+
+@lower(aten.cumprod.default)
+def _cumprod(cx, x, dim, dtype=None):
+    return L.cumprod(to_dtype(x, cx.out_dtype()), dim)
+
+
+@lower(aten._softmax.default, aten.softmax.int)
+def _softmax(cx, x, dim, half_to_float=False):
+    return to_dtype(L.softmax(x, dim), cx.out_dtype())
+
+
+@lower(aten._log_softmax.default, aten.log_softmax.int)
+def _log_softmax(cx, x, dim, half_to_float=False):
+    return to_dtype(L.log_softmax(x, dim), cx.out_dtype())
+
+
+@lower(aten.native_layer_norm.default)
+def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
+    k = len(normalized_shape)
+    y = L.layer_norm(x, k, weight, bias, eps)
+    axes = list(range(x.ndim - k, x.ndim))
+    mean = L.mean(x, axes, True)
+    rstd = L.rsqrt(L.add(L.var(x, axes, 0, True), float(eps)))
+    return y, mean, rstd
+
+
+@lower(aten.layer_norm.default)
+def _layer_norm(cx, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    return L.layer_norm(x, len(normalized_shape), weight, bias, eps)
+
+
+@lower(aten.rms_norm.default)
+def _rms_norm(cx, x, normalized_shape, weight=None, eps=None):
+    if len(normalized_shape) != 1:
+        raise NotImplementedError("rms_norm over more than the last dim")
+    if eps is None:
+        eps = torch.finfo(torch.float32).eps
+    return L.rms_norm(x, weight, eps)
+
+
+# ---- matrix products --------------------------------------------------------------------------
+
+
+@lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _mm(cx, a, b):
+    a, b = promote(cx, a, b)
+    return L.matmul(a, b)
+
+
+@lower(aten.addmm.default)
+def _addmm(cx, bias, a, b, beta=1, alpha=1):
+    p = L.matmul(a, b)
+    if alpha != 1:
+        p = L.mul(p, float(alpha))
+    if beta == 0:
+        return p
+    bias = to_dtype(bias, p.dtype)
+    return L.add(p, bias if beta == 1 else L.mul(bias, float(beta)))
+
+
+LOWERINGS[aten.baddbmm.default] = _addmm
+
+
+def grouped_mm(cx, a, b, offs):
+    """Rows of a [T, k] in groups (offs: each group's end row) times b [G, k, n], group g's rows by
+    b[g]: every group's product over every row, each row keeping its own group's (G times the
+    work of a grouped kernel; right for any routing)."""
+    if a.ndim != 2 or b.ndim != 3 or offs is None:
+        raise NotImplementedError("grouped_mm other than rows [T, k] by groups [G, k, n] with offsets")
+    t, g = a.shape[0], b.shape[0]
+    a = to_dtype(a, b.dtype)
+    rows = cx.graph.arange(0, t, 1, "i32")
+    group = L.sum(L.cast(L.ge(L.unsqueeze(rows, 1), L.unsqueeze(to_dtype(offs, "i32"), 0)), "i32"), [1])  # ends at or before the row
+    every = L.matmul(L.unsqueeze(a, 0), b)  # [G, T, n]
+    mine = L.cast(L.eq(L.unsqueeze(group, 1), L.unsqueeze(cx.graph.arange(0, g, 1, "i32"), 0)), every.dtype)  # [T, G]
+    return to_dtype(L.sum(L.mul(L.permute(every, [1, 0, 2]), L.unsqueeze(mine, 2)), [1]), cx.out_dtype())
+
+
+@lower(aten._grouped_mm.default)
+def _grouped_mm(cx, a, b, offs=None, bias=None, out_dtype=None):
+    out = grouped_mm(cx, a, b, offs)
+    return out if bias is None else L.add(out, to_dtype(bias, out.dtype))
+
+
+# Ops of other libraries' namespaces, by name (they exist only once those libraries load).
+NAMED_LOWERINGS = {
+    "transformers.grouped_mm_fallback.default": lambda cx, a, b, offs: grouped_mm(cx, a, b, offs),
+}
+
+
+@lower(aten.histc.default)
+def _histc(cx, x, bins=100, min=0, max=0):
+    if min == max:
+        raise NotImplementedError("histc with min == max (a range taken from the data)")
+    x = L.reshape(to_dtype(x, "f32"), [_numel(x)])
+    at = L.cast(L.floor(L.mul(L.sub(x, float(min)), float(bins) / (float(max) - float(min)))), "i32")
+    at = L.where(L.eq(x, float(max)), scalar(cx, bins - 1, "i32"), at)  # the top edge belongs to the last bin
+    inside = L.logical_and(L.ge(x, float(min)), L.le(x, float(max)))
+    hits = L.logical_and(L.eq(L.unsqueeze(at, 1), L.unsqueeze(cx.graph.arange(0, bins, 1, "i32"), 0)), L.unsqueeze(inside, 1))
+    return to_dtype(L.sum(L.cast(hits, "f32"), [0]), cx.out_dtype())
+
+
+@lower(aten.linear.default)
+def _linear(cx, x, w, b=None):
+    return L.linear(x, w, b)
+
+
+# ---- movement ---------------------------------------------------------------------------------
+
+
+def resolve_shape(x, shape):
+    """A view's target shape with at most one -1, the rest kept."""
+    shape = list(shape)
+    if any(isinstance(s, int) and s == -1 for s in shape):
+        known = 1
+        for s in shape:
+            if not (isinstance(s, int) and s == -1):
+                known = s * known
+        i = next(i for i, s in enumerate(shape) if isinstance(s, int) and s == -1)
+        shape[i] = _numel(x) // known
+    return shape
+
+
+@lower(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default)
+def _view(cx, x, shape):
+    return L.reshape(x, resolve_shape(x, shape))
+
+
+@lower(aten.permute.default)
+def _permute(cx, x, dims):
+    return L.permute(x, [d % x.ndim for d in dims])
+
+
+@lower(aten.transpose.int)
+def _transpose(cx, x, a, b):
+    return L.transpose(x, a, b)
+
+
+@lower(aten.t.default)
+def _t(cx, x):
+    return x if x.ndim < 2 else L.transpose(x, 0, 1)
+
+
+@lower(aten.unsqueeze.default)
+def _unsqueeze(cx, x, d):
+    return L.unsqueeze(x, d)
+
+
+@lower(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(cx, x, dims=None):
+    if dims is None:
+        return L.reshape(x, cx.out_shape())
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    for d in sorted((d % x.ndim for d in dims), reverse=True):
+        if x.shape[d] == 1:
+            x = L.squeeze(x, d)
+    return x
+
+
+@lower(aten.expand.default)
+def _expand(cx, x, shape):
+    return L.expand(x, list(shape))
+
+
+@lower(aten.slice.Tensor)
+def _slice(cx, x, dim=0, start=None, end=None, step=1):
+    """The slice's length comes from torch's result shape: its shape environment knows how the
+    symbolic sizes relate (an end past the size clamps), which a min() here could not show."""
+    dim = dim % x.ndim
+    size = x.shape[dim]
+    start = 0 if start is None else start
+    if isinstance(start, int) and start < 0:
+        start = size + start if not _is_const(size) else max(0, _const(size) + start)
+    if _is_const(size) and isinstance(start, int):
+        start = min(start, _const(size))
+    length = cx.out_shape()[dim]
+    return L.slice(x, dim, start, start + (length - 1) * step + 1 if step != 1 else start + length, step)
+
+
+def _const(e):
+    return e if isinstance(e, int) else e.value()
+
+
+def _is_const(e):
+    return isinstance(e, int) or (isinstance(e, L.Expr) and e.is_const())
+
+
+@lower(aten.select.int)
+def _select(cx, x, dim, index):
+    if isinstance(index, int) and index < 0:
+        index = x.shape[dim] + index
+    return L.select(x, dim, index)
+
+
+@lower(aten.narrow.default)
+def _narrow(cx, x, dim, start, length):
+    return L.slice(x, dim, start, start + length, 1)
+
+
+@lower(aten.cat.default)
+def _cat(cx, xs, dim=0):
+    out = cx.out_dtype()
+    xs = [to_dtype(x, out) for x in xs if not (x.ndim == 1 and _is_const(x.shape[0]) and x.shape[0].value() == 0)]
+    return xs[0] if len(xs) == 1 else L.cat(xs, dim)
+
+
+@lower(aten.stack.default)
+def _stack(cx, xs, dim=0):
+    return L.stack(list(xs), dim)
+
+
+@lower(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(cx, x, sizes, dim=0):
+    if isinstance(sizes, int):  # equal parts of `sizes`, the last shorter: read off torch's result
+        sizes = [cx.out_shape(i)[dim] for i in range(len(cx.node.meta["val"]))]
+    return L.split(x, list(sizes), dim)
+
+
+@lower(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default, aten.contiguous.default)
+def _identity(cx, x, **_):
+    return x
+
+
+@lower(aten._to_copy.default)
+def _to_copy(cx, x, dtype=None, **_):
+    return to_dtype(x, cx.out_dtype())
+
+
+@lower(torch.ops.prims.convert_element_type.default)
+def _convert_element_type(cx, x, dtype):
+    return to_dtype(x, luminal_dtype(dtype))
+
+
+@lower(aten.to.dtype)
+def _to_dtype(cx, x, dtype, *args, **kw):
+    return to_dtype(x, luminal_dtype(dtype))
+
+
+@lower(aten.embedding.default)
+def _embedding(cx, w, ids, *_):
+    return L.embedding(w, to_dtype(ids, "i32"))
+
+
+def _prod(xs):
+    out = 1
+    for v in xs:
+        out = v * out
+    return out
+
+
+def _size_tensor(cx, size):
+    """A scalar i32 tensor holding a (possibly symbolic) size."""
+    if isinstance(size, int) or size.is_const():
+        return cx.graph.constant(float(size if isinstance(size, int) else size.value()), "i32")
+    return L.reshape(cx.graph.arange(size, size + 1, 1, "i32"), [])
+
+
+class IndexedRows:
+    """x viewed as rows over its indexed dims (merged into one, first) and the broadcast index
+    tensors as one flat row index: what aten.index and aten.index_put have in common."""
+
+    def __init__(self, cx, x, indices):
+        self.dims = [d for d, i in enumerate(indices) if i is not None]
+        for d in self.dims:
+            if indices[d].dtype == "bool":
+                raise NotImplementedError("indexing with a boolean mask (its result's shape depends on the data)")
+        self.rest = [d for d in range(x.ndim) if d not in self.dims]
+        self.order = self.dims + self.rest
+        sizes = [x.shape[d] for d in self.dims]
+        self.rest_shape = [x.shape[d] for d in self.rest]
+        xp = L.permute(x, self.order) if self.order != list(range(x.ndim)) else x
+        self.rows = L.reshape(xp, [_prod(sizes)] + self.rest_shape)
+        index_nodes = [a for a in cx.node.args[1] if a is not None]
+        self.bshape = [cx._exprs(v) for v in torch.broadcast_shapes(*[n.meta["val"].shape for n in index_nodes])]
+        flat = None
+        for k, d in enumerate(self.dims):
+            t = to_dtype(indices[d], "i32")
+            t = L.where(L.lt(t, 0), L.add(t, _size_tensor(cx, sizes[k])), t)  # negative indices count from the end
+            stride = _prod(sizes[k + 1:])
+            if not (isinstance(stride, int) and stride == 1):
+                t = L.mul(t, _size_tensor(cx, stride))
+            flat = t if flat is None else L.add(flat, t)
+        if [repr(v) for v in flat.shape] != [repr(v) for v in self.bshape]:
+            flat = L.contiguous(L.expand(flat, self.bshape))
+        self.flat = L.reshape(flat, [_prod(self.bshape)])
+        # Adjacent indexed dims keep their place in the result (numpy's rule); others go first.
+        self.adjacent_at = self.dims[0] if self.dims == list(range(self.dims[0], self.dims[-1] + 1)) else 0
+
+    def result_order(self):
+        """The permutation from [broadcast dims, rest] to the result's dims."""
+        nb, before = len(self.bshape), self.adjacent_at
+        return list(range(nb, nb + before)) + list(range(nb)) + list(range(nb + before, nb + len(self.rest)))
+
+
+@lower(aten.index.Tensor)
+def _index(cx, x, indices):
+    """Advanced indexing: one gather of rows over the indexed dims merged."""
+    ix = IndexedRows(cx, x, indices)
+    out = L.reshape(L.index_select(ix.rows, 0, ix.flat), ix.bshape + ix.rest_shape)
+    order = ix.result_order()
+    return out if order == list(range(len(order))) else L.permute(out, order)
+
+
+@lower(aten.index_put.default, aten._unsafe_index_put.default)
+def _index_put(cx, x, indices, values, accumulate=False):
+    """x with rows over the indexed dims replaced by `values` (broadcast to the indexed result)."""
+    if accumulate:
+        raise NotImplementedError("index_put with accumulate=True")
+    ix = IndexedRows(cx, x, list(indices))
+    order = ix.result_order()
+    target = [None] * len(order)
+    full = ix.bshape + ix.rest_shape
+    for i, o in enumerate(order):
+        target[i] = full[o]
+    values = L.expand(to_dtype(as_tensor(cx, values, x.dtype), x.dtype), target)
+    inverse = [order.index(i) for i in range(len(order))]
+    values = L.reshape(L.contiguous(L.permute(values, inverse)), [_prod(ix.bshape)] + ix.rest_shape)
+    where = L.reshape(ix.flat, [_prod(ix.bshape)] + [1] * len(ix.rest))
+    where = L.expand(where, [_prod(ix.bshape)] + ix.rest_shape)
+    rows = L.scatter(ix.rows, 0, L.contiguous(where), values)
+    shaped = L.reshape(rows, [x.shape[d] for d in ix.order])
+    back = [ix.order.index(d) for d in range(x.ndim)]
+    return shaped if back == list(range(x.ndim)) else L.permute(shaped, back)
+
+
+@lower(aten.index_select.default)
+def _index_select(cx, x, dim, index):
+    return L.index_select(x, dim, to_dtype(index, "i32"))
+
+
+@lower(aten.gather.default)
+def _gather(cx, x, dim, index, sparse_grad=False):
+    return L.gather(x, dim, to_dtype(index, "i32"))
+
+
+@lower(aten.repeat.default)
+def _repeat(cx, x, reps):
+    return L.repeat(x, list(reps))
+
+
+@lower(aten.flip.default)
+def _flip(cx, x, dims):
+    return L.flip(x, list(dims))
+
+
+@lower(aten.unfold.default)
+def _unfold(cx, x, dim, size, step):
+    return L.unfold(x, dim, size, step)
+
+
+@lower(aten.constant_pad_nd.default)
+def _pad(cx, x, pad, value=0.0):
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        pairs[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    return L.pad(x, pairs, float(value))
+
+
+@lower(aten.tril.default)
+def _tril(cx, x, k=0):
+    return L.tril(x, k)
+
+
+@lower(aten.triu.default)
+def _triu(cx, x, k=0):
+    return L.triu(x, k)
+
+
+# ---- creation ---------------------------------------------------------------------------------
+
+
+@lower(aten.full.default, aten.new_full.default)
+def _full(cx, *args, **kw):
+    if cx.node.target == aten.new_full.default:
+        args = args[1:]
+    shape, value = args[0], args[1]
+    return cx.graph.full(list(shape), float(value), cx.out_dtype())
+
+
+@lower(aten.zeros.default, aten.new_zeros.default, aten.empty.memory_format, aten.new_empty.default, aten.empty_strided.default,
+       aten.empty_permuted.default)
+def _zeros(cx, *args, **kw):
+    return cx.graph.full(cx.out_shape(), 0.0, cx.out_dtype())
+
+
+@lower(aten.ones.default, aten.new_ones.default)
+def _ones(cx, *args, **kw):
+    return cx.graph.full(cx.out_shape(), 1.0, cx.out_dtype())
+
+
+@lower(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default)
+def _full_like(cx, x, value=None, **kw):
+    target = cx.node.target
+    v = 0.0 if target in (aten.zeros_like.default, aten.empty_like.default) else 1.0 if target == aten.ones_like.default else value
+    return cx.graph.full(cx.out_shape(), float(v), cx.out_dtype())
+
+
+@lower(aten.scalar_tensor.default)
+def _scalar_tensor(cx, value, **kw):
+    return cx.graph.constant(float(value), cx.out_dtype())
+
+
+@lower(aten.arange.default, aten.arange.start, aten.arange.start_step)
+def _arange(cx, *args, **kw):
+    if len(args) == 1:
+        start, end, step = 0, args[0], 1
+    else:
+        start, end = args[0], args[1]
+        step = args[2] if len(args) > 2 else 1
+    out = cx.out_dtype()
+    if all(isinstance(v, int) or isinstance(v, L.Expr) for v in (start, end)) and isinstance(step, int):
+        return to_dtype(cx.graph.arange(start, end, step, "i32"), out)
+    # Float steps: i * step + start over the count torch computes.
+    n = cx.out_shape()[0]
+    i = cx.graph.arange(0, n, 1, "i32")
+    return L.add(L.mul(L.cast(i, "f32"), float(step)), float(start)) if out != "i32" else i
+
+
+@lower(aten.eye.default, aten.eye.m)
+def _eye(cx, n, m=None, **kw):
+    m = n if m is None else m
+    rows = L.unsqueeze(cx.graph.arange(0, n, 1, "i32"), 1)
+    cols = L.unsqueeze(cx.graph.arange(0, m, 1, "i32"), 0)
+    return L.cast(L.eq(rows, cols), cx.out_dtype())
+
+
+# ---- sort ----------------------------------------------------------------------------------------
+
+
+@lower(aten.sort.default, aten.sort.stable)
+def _sort(cx, x, *args, **kw):
+    dim = kw.get("dim", -1)
+    descending = kw.get("descending", False)
+    if cx.node.target == aten.sort.default:
+        if len(args) > 0:
+            dim = args[0]
+        if len(args) > 1:
+            descending = args[1]
+    else:
+        if len(args) > 1:
+            dim = args[1]
+        if len(args) > 2:
+            descending = args[2]
+    return L.sort(x, dim, descending)
+
+
+@lower(aten.argsort.default, aten.argsort.stable)
+def _argsort(cx, x, *args, **kw):
+    dim = kw.get("dim", -1)
+    descending = kw.get("descending", False)
+    if cx.node.target == aten.argsort.default and args:
+        dim = args[0]
+        if len(args) > 1:
+            descending = args[1]
+    return L.argsort(x, dim, descending)
+
+
+@lower(aten.topk.default)
+def _topk(cx, x, k, dim=-1, largest=True, sorted=True):
+    return L.topk(x, k, dim, largest)
+
+
+# ---- Python-level ops in the graph ------------------------------------------------------------
+
+
+@lower(operator.getitem)
+def _getitem(cx, xs, i):
+    return xs[i]

@@ -1,0 +1,314 @@
+"""The ``torch.compile`` backend: ``torch.compile(model, backend="luminal")``.
+
+Dynamo hands the backend a captured graph; AOTAutograd (with PyTorch's core-aten
+decompositions) turns it into an aten-level FX graph with parameters lifted to inputs and
+in-place updates made functional. That graph is walked node by node into a luminal Graph
+(aten_lowering.py), compiled once for its symbolic shapes, and run on every call:
+
+* symbolic sizes (SymInts) become luminal dims, so new sequence lengths reuse the plan;
+* tensors go in by pointer where dtype and layout allow (numpy views of CPU tensors), and an
+  input that has not changed since the last call (same storage, same version) is not set again,
+  so weights are set once;
+* an unsupported op fails at compile time with its name and the model line that made it.
+
+Options (``torch.compile(..., options={...})``): ``backend`` ("cpu" or "reference"),
+``search`` (candidate plans to time, 0: the cost model's plan), ``threads``.
+"""
+import threading
+
+import numpy as np
+import torch
+
+from . import _luminal as L
+from .aten_lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
+
+OPTIONS = {"backend": "cpu", "search": 0, "threads": 0}
+_IGNORED_KWARGS = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "requires_grad"}
+
+# How many graphs this process compiled, and the last one (tests count recompiles with them).
+compile_count = 0
+last_graph = None
+
+
+class LoweringError(NotImplementedError):
+    """An op or value the luminal lowering does not cover, named with where it came from."""
+
+
+def check_options(options):
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"luminal: unknown option(s) {unknown}; known: {sorted(OPTIONS)}")
+    merged = {**OPTIONS, **options}
+    if merged["backend"] not in ("cpu", "reference"):
+        raise ValueError(
+            f"luminal: backend {merged['backend']!r} is not available from Python yet: use 'cpu' or 'reference'")
+    if not isinstance(merged["search"], int) or merged["search"] < 0:
+        raise ValueError(f"luminal: option search must be an int >= 0, got {merged['search']!r}")
+    return merged
+
+
+def sym_expr(value):
+    """An int, SymInt or sympy expression as an int or luminal.Expr."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, torch.SymInt):
+        hint = value.node.maybe_as_int()
+        if hint is not None:
+            return hint
+        return sympy_expr(value.node.expr)
+    return sympy_expr(value)
+
+
+def sympy_expr(e):
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+
+    if isinstance(e, sympy.Integer) or (hasattr(e, "is_Integer") and e.is_Integer):
+        return int(e)
+    if isinstance(e, sympy.Symbol):
+        return L.Expr.var(str(e))
+    args = [sympy_expr(a) for a in e.args]
+    if isinstance(e, sympy.Add):
+        out = args[0]
+        for a in args[1:]:
+            out = a + out if isinstance(out, int) else out + a
+        return out
+    if isinstance(e, sympy.Mul):
+        out = args[0]
+        for a in args[1:]:
+            out = a * out if isinstance(out, int) else out * a
+        return out
+    if isinstance(e, FloorDiv):
+        return _expr(args[0]) // args[1]
+    if isinstance(e, (Mod, PythonMod, sympy.Mod)):
+        return _expr(args[0]) % args[1]
+    if isinstance(e, sympy.Max):
+        out = args[0]
+        for a in args[1:]:
+            out = L.max(out, a)
+        return out
+    if isinstance(e, sympy.Min):
+        out = args[0]
+        for a in args[1:]:
+            out = L.min(out, a)
+        return out
+    raise LoweringError(f"luminal: symbolic size {e} ({type(e).__name__}) has no luminal form")
+
+
+def _expr(x):
+    return L.Expr(x) if isinstance(x, int) else x
+
+
+def where_from(node):
+    """The model line that made an FX node, for error messages."""
+    trace = node.meta.get("stack_trace")
+    if trace:
+        lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()]
+        return " at " + " / ".join(lines[-2:])
+    return ""
+
+
+class LuminalGraph:
+    """An aten FX graph compiled by luminal; called with the graph's inputs, returns its outputs."""
+
+    def __init__(self, gm, options):
+        self.options = options
+        self.graph = L.Graph()
+        self.inputs = []  # per placeholder: ("tensor", name, torch dtype) | ("dim", name or None) | ("none",)
+        self.outputs = []  # per output: ("tensor", name, torch dtype) | ("input", index) | ("value", v) | ("dim", expr)
+        self.constants = {}  # input name -> the tensor a get_attr node reads (set once)
+        env = {}
+        placeholders = 0
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                env[node] = self._placeholder(node, placeholders)
+                placeholders += 1
+            elif node.op == "call_function":
+                env[node] = self._call(node, env)
+            elif node.op == "get_attr":
+                env[node] = self._constant(gm, node)
+            elif node.op == "output":
+                self._outputs(node, env)
+        self.compiled = L.compile(self.graph, backend=options["backend"], search=options["search"], threads=options["threads"])
+        self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
+        self.sets = 0  # inputs handed to the runtime so far
+        self._lock = threading.Lock()
+
+    def _placeholder(self, node, i):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            name = f"in{i}"
+            self.inputs.append(("tensor", name, val.dtype))
+            return self.graph.input(name, luminal_dtype(val.dtype), [sym_expr(s) for s in val.shape])
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            e = sym_expr(val)
+            name = e.dims()[0] if isinstance(e, L.Expr) and len(e.dims()) == 1 and repr(e) == e.dims()[0] else None
+            self.inputs.append(("dim", name))
+            return e
+        self.inputs.append(("none",))
+        return val
+
+    def _constant(self, gm, node):
+        t = gm
+        for part in node.target.split("."):
+            t = getattr(t, part)
+        if not isinstance(t, torch.Tensor):
+            raise LoweringError(f"luminal: the graph reads attribute {node.target!r}, which is not a tensor")
+        name = f"const{len(self.constants)}"
+        self.constants[name] = t
+        return self.graph.input(name, luminal_dtype(t.dtype), list(t.shape))
+
+    def _call(self, node, env):
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return sym_expr(val) if isinstance(val, torch.SymInt) else val
+        fn = LOWERINGS.get(node.target)
+        if fn is None and hasattr(node.target, "overloadpacket"):
+            fn = LOWERINGS.get(node.target.overloadpacket)
+        if fn is None:
+            fn = NAMED_LOWERINGS.get(str(node.target))
+        if fn is None:
+            raise LoweringError(f"luminal: no lowering for {node.target}{where_from(node)}")
+        args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        kwargs = {k: v for k, v in torch.fx.node.map_arg(node.kwargs, lambda n: env[n]).items() if k not in _IGNORED_KWARGS}
+        args = _syms(args)
+        kwargs = _syms(kwargs)
+        try:
+            return fn(Lowering(self.graph, node, sym_expr), *args, **kwargs)
+        except (L.Error, NotImplementedError, TypeError, ValueError) as e:
+            raise LoweringError(f"luminal: lowering {node.target} failed{where_from(node)}: {e}") from e
+
+    def _outputs(self, node, env):
+        placeholders = [n for n in node.graph.nodes if n.op == "placeholder"]
+        for j, out in enumerate(node.args[0]):
+            if out is None:
+                self.outputs.append(("value", None))
+                continue
+            if isinstance(out, torch.fx.Node) and out in placeholders:
+                self.outputs.append(("input", placeholders.index(out)))
+                continue
+            v = env[out] if isinstance(out, torch.fx.Node) else out
+            if isinstance(v, L.Tensor):
+                name = f"out{j}"
+                v.output(name)
+                self.outputs.append(("tensor", name, out.meta["val"].dtype))
+            elif isinstance(v, L.Expr):
+                self.outputs.append(("dim", v))
+            else:
+                self.outputs.append(("value", v))
+
+    def _set(self, name, t):
+        if t.device.type != "cpu":
+            raise RuntimeError(
+                f"luminal: input on {t.device}: this build of the luminal Python package runs on the CPU only "
+                "(no silent fallback); move the model and inputs to the CPU")
+        key = (t.data_ptr(), t._version, tuple(t.shape), tuple(t.stride()), t.dtype)
+        if self._last.get(name) == key:
+            return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
+        t = t.detach()
+        if t.dtype == torch.bfloat16:
+            self.compiled.set_input(name, t.contiguous().view(torch.int16).numpy().view(np.uint16), "bf16")
+        elif t.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
+            self.compiled.set_input(name, t.to(torch.int32).numpy())
+        elif t.dtype == torch.float64:
+            self.compiled.set_input(name, t.to(torch.float32).numpy())
+        else:
+            self.compiled.set_input(name, t.numpy())
+        self._last[name] = key
+        self.sets += 1
+
+    def __call__(self, *args):
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("luminal: a compiled graph was called from two threads at once; call it from one thread at a time")
+        try:
+            for name, t in self.constants.items():  # set on the first call (compiling runs under fake tensors)
+                self._set(name, t)
+            dims = {}
+            for spec, a in zip(self.inputs, args):
+                if spec[0] == "tensor":
+                    self._set(spec[1], a)
+                elif spec[0] == "dim" and spec[1] is not None:
+                    dims[spec[1]] = int(a)
+                    self.compiled.set_dim(spec[1], int(a))
+            self.compiled.run()
+            return tuple(self._result(spec, args, dims) for spec in self.outputs)
+        finally:
+            self._lock.release()
+
+    def _result(self, spec, args, dims):
+        kind = spec[0]
+        if kind == "input":
+            return args[spec[1]]
+        if kind == "value":
+            return spec[1]
+        if kind == "dim":
+            return spec[1].eval(dims)
+        a = self.compiled.output(spec[1])
+        if spec[2] == torch.bfloat16:
+            return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        t = torch.from_numpy(a)
+        return t if t.dtype == spec[2] else t.to(spec[2])
+
+
+def _syms(x):
+    """SymInts that reach a lowering as plain arguments (sizes in a list) as luminal values."""
+    if isinstance(x, torch.SymInt):
+        return sym_expr(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_syms(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _syms(v) for k, v in x.items()}
+    return x
+
+
+def compile_fx(gm, example_inputs, options):
+    global compile_count, last_graph
+    compile_count += 1
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            raise RuntimeError(
+                f"luminal: example input on {x.device}: the luminal Python package runs on the CPU only so far "
+                "(no silent fallback); move the model and inputs to the CPU")
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    last_graph = LuminalGraph(gm, options)
+    return make_boxed_func(last_graph)
+
+
+def luminal_backend(gm, example_inputs, options=None):
+    """The backend function Dynamo calls (registered as "luminal")."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+
+    opts = check_options(options)
+
+    def no_backward(gm, example_inputs):
+        raise RuntimeError("luminal compiles inference only: run the model under torch.no_grad() or torch.inference_mode()")
+
+    decomps = core_aten_decompositions()
+    return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward, decompositions=decomps)(
+        gm, example_inputs)
+
+
+def compile(model, example_inputs=None, **options):
+    """``torch.compile(model, backend="luminal", options=options)``, for callers that prefer a
+    function; `example_inputs`, when given, are run once so the compile happens here."""
+    check_options(options)
+    compiled = torch.compile(model, backend=luminal_backend, options=options or None)
+    if example_inputs is not None:
+        with torch.no_grad():
+            compiled(*example_inputs)
+    return compiled
+
+
+def register():
+    from torch._dynamo import list_backends, register_backend
+
+    if "luminal" not in list_backends(exclude_tags=()):
+        register_backend(name="luminal")(luminal_backend)
+
+
+register()

@@ -1,0 +1,118 @@
+"""The graph API from Python: build, compile, run, against numpy."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import luminal as lm
+from conftest import TEST_DATA
+
+
+def test_mlp_over_a_dynamic_batch_matches_numpy():
+    g = lm.Graph()
+    x = g.input("x", "f32", ["batch", 8])
+    w1 = g.input("w1", "f32", [16, 8])
+    w2 = g.input("w2", "f32", [4, 16])
+    h = lm.relu(lm.linear(x, w1))
+    y = lm.softmax(lm.linear(h, w2), -1)
+    y.output("y")
+    assert [repr(s) for s in y.shape] == ["batch", "4"]
+    rng = np.random.default_rng(0)
+    W1 = rng.standard_normal((16, 8), dtype=np.float32)
+    W2 = rng.standard_normal((4, 16), dtype=np.float32)
+    for backend in ("cpu", "reference"):
+        c = lm.compile(g, backend=backend)
+        c.set_input("w1", W1)
+        c.set_input("w2", W2)
+        for batch in (1, 3, 7):  # one plan for every batch size
+            X = rng.standard_normal((batch, 8), dtype=np.float32)
+            c.set_input("x", X)
+            c.run()
+            logits = np.maximum(X @ W1.T, 0) @ W2.T
+            want = np.exp(logits - logits.max(-1, keepdims=True))
+            want /= want.sum(-1, keepdims=True)
+            np.testing.assert_allclose(c.output("y"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_operators_numbers_and_dtypes():
+    g = lm.Graph()
+    a = g.input("a", "f32", [5])
+    b = g.input("b", "i32", [5])
+    ((2.0 * a + 1) / (a - 3)).output("f")
+    (b // 2).output("q")
+    (b % 3).output("r")
+    lm.cast(a, "bf16").output("h")
+    (a > 0.5).output("m")
+    c = lm.compile(g, backend="reference")
+    A = np.array([0.0, 1.5, -2.0, 4.0, 0.25], dtype=np.float32)
+    B = np.array([-7, -1, 0, 5, 9], dtype=np.int32)
+    c.set_input("a", A)
+    c.set_input("b", B)
+    c.run()
+    np.testing.assert_allclose(c.output("f"), (2 * A + 1) / (A - 3), rtol=1e-6)
+    np.testing.assert_array_equal(c.output("q"), B // 2)  # floor division, as Python's
+    np.testing.assert_array_equal(c.output("r"), B % 3)
+    assert c.output_dtype("h") == "bf16" and c.output("h").dtype == np.uint16
+    bits = c.output("h").astype(np.uint32) << 16
+    np.testing.assert_array_equal(bits.view(np.float32), A)  # these values are exact in bf16
+    np.testing.assert_array_equal(c.output("m"), A > 0.5)
+
+
+def test_symbolic_exprs():
+    s = lm.Expr.var("s")
+    e = (s * 4 + 2) // 2
+    assert e.eval({"s": 5}) == 11
+    assert e.dims() == ["s"]
+    assert (s + 0) == s
+    assert lm.Expr(7).is_const() and lm.Expr(7).value() == 7
+
+
+def test_errors_name_the_problem():
+    g = lm.Graph()
+    x = g.input("x", "f32", [4])
+    lm.exp(x).output("y")
+    c = lm.compile(g, backend="reference")
+    with pytest.raises(lm.Error, match="input 'x' was not set"):
+        c.run()
+    with pytest.raises(lm.Error, match="expected shape"):
+        c.set_input("x", np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(lm.Error, match="int64 -> int32"):
+        c.set_input("x", np.zeros(4, dtype=np.int64))
+    with pytest.raises(lm.Error, match="backend 'tpu'"):
+        lm.compile(g, backend="tpu")
+    with pytest.raises(lm.Error):
+        lm.Graph().input("x", "f64", [2])
+    other = lm.Graph().input("z", "f32", [4])
+    with pytest.raises(lm.Error, match="different graphs"):
+        lm.add(x, other)
+
+
+def test_outputs_are_copies_and_inputs_are_set_again_after_changes():
+    g = lm.Graph()
+    x = g.input("x", "f32", [3])
+    (x * 2.0).output("y")
+    c = lm.compile(g, backend="reference")
+    X = np.array([1, 2, 3], dtype=np.float32)
+    c.set_input("x", X)
+    c.run()
+    y = c.output("y")
+    X[:] = 10  # read in place: changed, it is set again (work computed from it may be kept)
+    c.set_input("x", X)
+    c.run()
+    np.testing.assert_array_equal(y, [2, 4, 6])
+    np.testing.assert_array_equal(c.output("y"), [20, 20, 20])
+
+
+def test_language_model_matches_transformers_fixture():
+    path = os.path.join(TEST_DATA, "models", "llama-tiny")
+    ref = json.load(open(os.path.join(path, "reference.json")))
+    m = lm.LanguageModel.load(path, backend="cpu", context=64, all_logits=True)
+    logits = m.step(ref["input_ids"])
+    np.testing.assert_allclose(logits, np.array(ref["logits"], dtype=np.float32), atol=1e-3)
+    greedy = lm.LanguageModel.load(path, backend="cpu", context=64)
+    out = lm.generate(greedy, ref["input_ids"], max_new_tokens=len(ref["greedy_new_tokens"]), ignore_eos=True)
+    assert out["tokens"] == ref["greedy_new_tokens"]
+    assert out["stop_reason"] == "max_new_tokens"
+    with pytest.raises(lm.Error, match="tokenizer"):
+        m.encode("hello")

@@ -1,0 +1,251 @@
+"""Aten ops through torch.compile(backend="luminal") against eager PyTorch."""
+import pytest
+import torch
+
+import luminal.torch_backend as tb
+
+torch.manual_seed(0)
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def pos(*shape):
+    return torch.rand(*shape) + 0.1
+
+
+def ints(*shape, lo=-9, hi=10, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, dtype=dtype)
+
+
+def nonzero_ints(*shape):
+    x = ints(*shape)
+    return torch.where(x == 0, torch.ones_like(x), x)
+
+
+F = torch.nn.functional
+
+# (name, function, inputs, tolerance): exact for integer and bool results, 1e-5 relative for
+# most float ops; looser where luminal computes the op another way (noted).
+CASES = [
+    # elementwise arithmetic, Tensor and Scalar forms, broadcasting
+    ("add", lambda a, b: a + b, (r(3, 4), r(4)), 1e-5),
+    ("add_alpha", lambda a, b: torch.add(a, b, alpha=2.5), (r(3, 4), r(3, 4)), 1e-5),
+    ("add_scalar", lambda a: a + 2.5, (r(3, 4),), 1e-5),
+    ("sub", lambda a, b: a - b, (r(2, 3, 4), r(3, 1)), 1e-5),
+    ("rsub", lambda a: 1.0 - a, (r(5),), 1e-5),
+    ("mul", lambda a, b: a * b, (r(3, 4), r(3, 4)), 1e-5),
+    ("div", lambda a, b: a / b, (r(3, 4), pos(3, 4)), 1e-5),
+    ("div_int", lambda a, b: a / b, (ints(6), nonzero_ints(6)), 1e-5),
+    ("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor"), (ints(8), nonzero_ints(8)), 0),
+    ("div_trunc", lambda a, b: torch.div(a, b, rounding_mode="trunc"), (ints(8), nonzero_ints(8)), 0),
+    ("floor_divide", lambda a, b: torch.floor_divide(a, b), (ints(8), nonzero_ints(8)), 0),
+    ("remainder", lambda a, b: torch.remainder(a, b), (ints(8), nonzero_ints(8)), 0),
+    ("remainder_float", lambda a, b: torch.remainder(a, b), (r(8), pos(8)), 1e-5),
+    ("fmod", lambda a, b: torch.fmod(a, b), (r(8), pos(8)), 1e-5),
+    ("pow_scalar", lambda a: a**3, (r(6),), 1e-5),
+    ("pow_tensor", lambda a, b: torch.pow(a, b), (pos(6), r(6)), 1e-5),
+    ("sqrt_pow", lambda a: a**0.5, (pos(6),), 1e-5),
+    ("maximum", torch.maximum, (r(4, 4), r(4, 4)), 0),
+    ("minimum", torch.minimum, (r(4, 4), r(4)), 0),
+    ("int_arith", lambda a, b: a * 3 + b - 1, (ints(5), ints(5)), 0),
+    ("int32", lambda a, b: a + b, (ints(5, dtype=torch.int32), ints(5, dtype=torch.int32)), 0),
+    # comparisons and logic
+    ("eq", lambda a, b: a == b, (ints(10, lo=0, hi=3), ints(10, lo=0, hi=3)), 0),
+    ("ne_scalar", lambda a: a != 1, (ints(10, lo=0, hi=3),), 0),
+    ("lt", lambda a, b: a < b, (r(4, 4), r(4, 4)), 0),
+    ("ge_scalar", lambda a: a >= 0.0, (r(4, 4),), 0),
+    ("logical", lambda a, b: (a & b) | ~a, (r(8) > 0, r(8) > 0), 0),
+    ("logical_xor", lambda a, b: torch.logical_xor(a > 0, b > 0), (r(8), r(8)), 0),
+    ("where", lambda c, a, b: torch.where(c > 0, a, b), (r(3, 4), r(3, 4), r(4)), 0),
+    ("where_scalar", lambda c, a: torch.where(c > 0, a, 0.0), (r(3, 4), r(3, 4)), 0),
+    ("masked_fill", lambda a, m: a.masked_fill(m > 0, -1e9), (r(3, 4), r(3, 4)), 0),
+    ("clamp", lambda a: torch.clamp(a, -0.5, 0.5), (r(10),), 0),
+    ("clamp_min", lambda a: torch.clamp(a, min=0.0), (r(10),), 0),
+    # unary
+    *[(f"unary_{n}", getattr(torch, n), (r(4, 5),), 1e-5) for n in ["neg", "abs", "sign", "exp", "sin", "cos", "tanh", "sigmoid",
+                                                                      "floor", "ceil", "round", "trunc", "erf", "relu"]],
+    *[(f"unary_{n}", getattr(torch, n), (pos(4, 5),), 1e-5) for n in ["log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal"]],
+    ("exp2", torch.exp2, (r(4, 5),), 1e-5),
+    ("expm1", torch.expm1, (r(4, 5),), 1e-5),
+    ("silu", F.silu, (r(4, 5),), 1e-5),
+    ("gelu", F.gelu, (r(4, 5),), 1e-5),
+    ("gelu_tanh", lambda a: F.gelu(a, approximate="tanh"), (r(4, 5),), 1e-5),
+    ("isnan_isinf", lambda a: torch.isnan(a.log()) | torch.isinf(1 / a), (torch.tensor([-1.0, 0.0, 2.0]),), 0),
+    # reductions
+    ("sum", lambda a: a.sum(-1), (r(3, 5),), 1e-5),
+    ("sum_all", lambda a: a.sum(), (r(3, 5),), 1e-5),
+    ("sum_keepdim", lambda a: a.sum((0, 2), keepdim=True), (r(2, 3, 4),), 1e-5),
+    ("mean", lambda a: a.mean(1), (r(3, 5, 2),), 1e-5),
+    ("amax", lambda a: a.amax(-1), (r(3, 5),), 0),
+    ("amin", lambda a: a.amin(0), (r(3, 5),), 0),
+    ("max_dim", lambda a: torch.max(a, 1), (r(3, 5),), 0),
+    ("min_dim", lambda a: torch.min(a, 0, keepdim=True), (r(3, 5),), 0),
+    ("argmax", lambda a: a.argmax(-1), (r(4, 7),), 0),
+    ("argmin", lambda a: a.argmin(0), (r(4, 7),), 0),
+    ("prod", lambda a: a.prod(-1), (r(3, 4),), 1e-5),
+    ("var", lambda a: a.var(-1), (r(3, 6),), 1e-5),
+    ("std", lambda a: a.std(0, correction=0), (r(5, 3),), 1e-5),
+    ("any_all", lambda a: (a > 1).any(-1) | (a > -3).all(-1), (r(4, 6),), 0),
+    ("cumsum", lambda a: a.cumsum(1), (r(3, 6),), 1e-5),
+    ("cumprod", lambda a: a.cumprod(-1), (r(3, 6),), 1e-5),
+    ("logsumexp", lambda a: a.logsumexp(-1), (r(3, 6),), 1e-5),
+    ("softmax", lambda a: a.softmax(-1), (r(3, 7),), 1e-5),
+    ("log_softmax", lambda a: F.log_softmax(a, 1), (r(3, 7),), 1e-5),
+    ("layer_norm", lambda a, w, b: F.layer_norm(a, (6,), w, b), (r(4, 6), r(6), r(6)), 1e-4),
+    ("rms_norm", lambda a, w: F.rms_norm(a, (6,), w, eps=1e-6), (r(4, 6), r(6)), 1e-5),
+    # matrix products
+    ("mm", torch.mm, (r(3, 4), r(4, 5)), 1e-5),
+    ("bmm", torch.bmm, (r(2, 3, 4), r(2, 4, 5)), 1e-5),
+    ("matmul_batched", torch.matmul, (r(2, 3, 4), r(4, 5)), 1e-5),
+    ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), (r(5), r(3, 4), r(4, 5)), 1e-5),
+    ("linear", F.linear, (r(2, 3, 8), r(5, 8), r(5)), 1e-5),
+    ("linear_bf16", lambda x, w: F.linear(x, w), (r(3, 8, dtype=torch.bfloat16), r(5, 8, dtype=torch.bfloat16)), 1e-2),
+    ("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (r(1, 2, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), 1e-5),
+    ("sdpa_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0), (r(2, 2, 3, 4), r(2, 2, 6, 4), r(2, 2, 6, 4), r(3, 6)), 1e-5),
+    # movement
+    ("view_permute", lambda a: a.view(2, 3, 4).permute(2, 0, 1) * 1.0, (r(6, 4),), 0),
+    ("reshape_neg1", lambda a: a.reshape(-1, 2) + 0, (r(3, 4),), 0),
+    ("transpose", lambda a: a.transpose(0, 1) + 0, (r(3, 4),), 0),
+    ("unsqueeze_squeeze", lambda a: a.unsqueeze(1).squeeze() + 1, (r(3, 4),), 0),
+    ("expand", lambda a: a.expand(3, 4, 5) + 0, (r(4, 1),), 0),
+    ("slice", lambda a: a[1:, ::2] * 2, (r(4, 6),), 0),
+    ("slice_negative", lambda a: a[:, -3:-1] + 0, (r(4, 6),), 0),
+    ("select", lambda a: a[:, 2] + a[-1], (r(4, 4),), 0),
+    ("cat", lambda a, b: torch.cat([a, b], 1), (r(2, 3), r(2, 5)), 0),
+    ("stack", lambda a, b: torch.stack([a, b], 0), (r(2, 3), r(2, 3)), 0),
+    ("split", lambda a: [t * 2 for t in a.split(2, -1)], (r(3, 5),), 0),
+    ("chunk", lambda a: [t + 1 for t in a.chunk(3, 0)], (r(6, 2),), 0),
+    ("split_sizes", lambda a: [t + 0 for t in torch.split(a, [1, 4], 1)], (r(3, 5),), 0),
+    ("flip", lambda a: a.flip(0, 1) + 0, (r(3, 4),), 0),
+    ("roll", lambda a: torch.roll(a, 1, 0) + 0, (r(4, 3),), 0),
+    ("repeat", lambda a: a.repeat(2, 3) + 0, (r(2, 3),), 0),
+    ("narrow", lambda a: a.narrow(1, 1, 2) + 0, (r(3, 4),), 0),
+    ("pad_constant", lambda a: F.pad(a, (1, 2), value=3.0), (r(3, 4),), 0),
+    ("tril_triu", lambda a: torch.tril(a) + torch.triu(a, 1), (r(4, 4),), 0),
+    ("embedding", lambda w, i: F.embedding(i, w), (r(10, 4), ints(2, 3, lo=0, hi=10)), 0),
+    ("index_select", lambda a, i: a.index_select(0, i), (r(5, 3), ints(4, lo=0, hi=5)), 0),
+    ("gather", lambda a, i: a.gather(1, i), (r(3, 5), ints(3, 2, lo=0, hi=5)), 0),
+    ("casts", lambda a: (a * 10).to(torch.int32).to(torch.float32) + a.to(torch.bfloat16).float(), (r(6),), 0),
+    ("clone_contiguous", lambda a: a.t().contiguous().clone() + 0, (r(3, 4),), 0),
+    # creation
+    ("arange", lambda a: a + torch.arange(4), (r(3, 4),), 0),
+    ("arange_step", lambda a: a + torch.arange(1, 9, 2), (r(4),), 0),
+    ("full_zeros_ones", lambda a: a + torch.full((3,), 2.0) + torch.zeros(3) - torch.ones(3), (r(3),), 0),
+    ("full_like", lambda a: torch.full_like(a, 7.0) * a + torch.ones_like(a), (r(2, 3),), 0),
+    ("eye", lambda a: a @ torch.eye(3), (r(2, 3),), 0),
+    # sort and top-k
+    ("sort", lambda a: torch.sort(a, -1, descending=True), (r(3, 6),), 0),
+    ("argsort_stable", lambda a: torch.argsort(a, dim=-1, stable=True), (ints(3, 8, lo=0, hi=4),), 0),
+    ("topk", lambda a: torch.topk(a, 3), (r(4, 7),), 0),
+]
+
+
+def flatten(x):
+    if isinstance(x, (list, tuple)):
+        return [y for v in x for y in flatten(v)]
+    return [x]
+
+
+@pytest.mark.parametrize("name,fn,inputs,tol", CASES, ids=[c[0] for c in CASES])
+def test_op_matches_eager(name, fn, inputs, tol):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = flatten(fn(*inputs))
+        got = flatten(torch.compile(fn, backend="luminal", dynamic=False)(*inputs))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, f"{name}: {g.dtype}{list(g.shape)} vs {w.dtype}{list(w.shape)}"
+        if tol == 0 or not w.is_floating_point():
+            torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(g.float(), w.float(), rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_non_contiguous_inputs():
+    torch._dynamo.reset()
+    a = r(6, 4).t()  # a transposed view
+    b = r(8, 6)[::2]  # a strided slice
+    fn = lambda a, b: a @ b.t() + 1  # noqa: E731
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(fn, backend="luminal")(a, b), fn(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_lengths_compile_once():
+    torch._dynamo.reset()
+    before = tb.compile_count
+    w = r(8, 8)
+    fn = torch.compile(lambda x: torch.softmax(x @ w, -1).sum(0), backend="luminal", dynamic=True)
+    with torch.no_grad():
+        for n in (3, 5, 9, 17, 2):
+            x = r(n, 8)
+            torch.testing.assert_close(fn(x), torch.softmax(x @ w, -1).sum(0), rtol=1e-5, atol=1e-5)
+    assert tb.compile_count - before == 1
+
+
+def test_unsupported_op_fails_at_compile_time_with_its_name():
+    torch._dynamo.reset()
+    fn = lambda a: torch.fft.fft(a).real  # noqa: E731
+    with pytest.raises(Exception, match=r"no lowering for aten\..*fft"), torch.no_grad():
+        torch.compile(fn, backend="luminal")(r(8))
+
+
+def test_bad_option_is_a_clear_error():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown option"), torch.no_grad():
+        torch.compile(lambda a: a + 1, backend="luminal", options={"serach": 3})(r(3))
+    with pytest.raises(Exception, match="backend 'tpu'"), torch.no_grad():
+        torch.compile(lambda a: a + 1, backend="luminal", options={"backend": "tpu"})(r(3))
+
+
+def test_reference_backend_and_search_options():
+    torch._dynamo.reset()
+    fn = lambda a, b: torch.relu(a @ b).sum(-1)  # noqa: E731
+    a, b = r(4, 6), r(6, 5)
+    with torch.no_grad():
+        for opts in ({"backend": "reference"}, {"backend": "cpu", "search": 3}):
+            torch._dynamo.reset()
+            got = torch.compile(fn, backend="luminal", options=opts)(a, b)
+            torch.testing.assert_close(got, fn(a, b), rtol=1e-5, atol=1e-5)
+
+
+INDEX_CASES = [
+    ("rows", lambda a, i: a[i], (r(5, 3), ints(4, lo=-5, hi=5))),
+    ("two_dims", lambda a, i, j: a[i, j], (r(5, 6), ints(2, 3, lo=0, hi=5), ints(3, lo=0, hi=6))),
+    ("middle", lambda a, i: a[:, i], (r(2, 5, 3), ints(4, lo=0, hi=5))),
+    ("adjacent_pair", lambda a, i, j: a[:, i, j], (r(2, 4, 5, 3), ints(3, lo=0, hi=4), ints(3, lo=0, hi=5))),
+    ("split_dims", lambda a, i, j: a[i, :, j], (r(4, 2, 5), ints(3, lo=0, hi=4), ints(3, lo=0, hi=5))),
+]
+
+
+@pytest.mark.parametrize("name,fn,inputs", INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_advanced_indexing(name, fn, inputs):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(fn, backend="luminal", dynamic=False)(*inputs), fn(*inputs), rtol=0, atol=0)
+
+
+PUT_CASES = [
+    ("rows", lambda a, i, v: a.index_put((i,), v), (r(5, 3), ints(2, lo=0, hi=5), r(2, 3))),
+    ("rows_broadcast", lambda a, i: a.index_put((i,), torch.tensor(7.0)), (r(5, 3), ints(3, lo=-5, hi=5))),
+    ("middle", lambda a, i, v: torch.ops.aten.index_put(a, [None, i], v), (r(2, 5, 3), ints(2, lo=0, hi=5), r(2, 2, 3))),
+    ("setitem", lambda a, i, v: _setitem(a, i, v), (r(4, 6), ints(3, lo=0, hi=4), r(3, 6))),
+]
+
+
+def _setitem(a, i, v):
+    a = a.clone()
+    a[i] = v
+    return a
+
+
+@pytest.mark.parametrize("name,fn,inputs", PUT_CASES, ids=[c[0] for c in PUT_CASES])
+def test_index_put(name, fn, inputs):
+    # distinct indices: with repeats, which write wins is unspecified (in PyTorch too)
+    for x in inputs[1:2]:
+        if x.dtype == torch.int64:
+            x.copy_(torch.randperm(inputs[0].shape[1 if name == "middle" else 0])[: x.numel()].view_as(x))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(fn, backend="luminal", dynamic=False)(*inputs), fn(*inputs), rtol=0, atol=0)

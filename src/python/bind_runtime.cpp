@@ -1,0 +1,146 @@
+// compile() and the compiled graph for Python: inputs from anything with the buffer protocol
+// (numpy arrays, torch CPU tensors through .numpy()), read in place where dtype and layout
+// allow; outputs as numpy arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <set>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_plan_timer.h"
+#include "backends/cpu/fused_jit.h"
+#include "backends/cpu/thread_pool.h"
+#include "compiler/compile.h"
+#include "core/cache_paths.h"
+#include "core/error.h"
+#include "python/bindings.h"
+
+namespace luminal::python {
+
+namespace {
+
+// numpy's element type for a dtype; bf16 has none, so its bits travel as uint16.
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::F32: return py::dtype::of<float>();
+    case DType::F16: return py::dtype("float16");
+    case DType::BF16: return py::dtype::of<uint16_t>();
+    case DType::I32: return py::dtype::of<int32_t>();
+    case DType::Bool: return py::dtype::of<bool>();
+  }
+  return py::dtype::of<float>();
+}
+
+// The dtype numpy's array holds; `declared` names bf16 for uint16 bits.
+DType array_dtype(const py::array& a, const std::string& declared) {
+  if (!declared.empty()) {
+    DType t = dtype_arg(declared);
+    if (static_cast<size_t>(a.itemsize()) != dtype_size(t))
+      throw Error("an array of " + std::to_string(a.itemsize()) + "-byte elements given as " + declared);
+    return t;
+  }
+  const char kind = a.dtype().kind();
+  const auto size = a.itemsize();
+  if (kind == 'f' && size == 4) return DType::F32;
+  if (kind == 'f' && size == 2) return DType::F16;
+  if (kind == 'i' && size == 4) return DType::I32;
+  if (kind == 'b') return DType::Bool;
+  throw Error("arrays of numpy dtype " + std::string(py::str(a.dtype())) +
+              " are not supported: use float32, float16, int32 or bool (int64 -> int32 first; bf16 as uint16 with dtype='bf16')");
+}
+
+class CompiledGraph {
+ public:
+  CompiledGraph(const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads)
+      : backend_(backend) {
+    if (backend != "cpu" && backend != "reference")
+      throw Error("backend '" + backend + "' is not available from Python yet: use 'cpu' or 'reference'");
+    CompileOptions co;
+    co.search.limit = search;
+    co.cache_dir = cache_dir;
+    co.backend = backend;
+    const std::string kernels = default_cache_dir();
+    if (backend == "cpu") {
+      pool_ = std::make_unique<cpu::ThreadPool>(threads);
+      if (search > 0) cpu::search_on_cpu(co, *pool_, true, kernels);
+    }
+    result_ = compile(*g.g, co);
+    runtime_ = std::make_unique<Interpreter>(result_.plan);
+    if (backend == "cpu") {
+      jit_ = std::make_unique<cpu::FusedJit>();
+      jit_->prepare(runtime_->graph(), kernels);
+      runtime_->set_kernel_hook(cpu::cpu_kernels(*pool_, jit_.get()));
+    }
+    const Graph& plan = runtime_->graph();
+    for (const Node& n : plan.nodes())
+      if (n.op == OpKind::Scatter && plan.node(n.inputs[0].src).op == OpKind::Input) updated_.insert(plan.node(n.inputs[0].src).name);
+  }
+
+  void set_input(const std::string& name, const py::array& a, const std::string& declared) {
+    const DType t = array_dtype(a, declared);
+    std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+    const bool contiguous = (a.flags() & py::array::c_style) != 0;
+    // In place: a contiguous array that the plan never writes (a KV cache updated in place is
+    // copied, so the caller's array is not changed behind its back).
+    if (contiguous && !updated_.count(name)) {
+      auto owner = std::shared_ptr<const void>(new py::object(a), [](const void* p) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<const py::object*>(p);
+      });
+      runtime_->set_input(name, Buffer::borrow(t, shape, static_cast<const uint8_t*>(a.data()), owner));
+      return;
+    }
+    py::array c = py::array::ensure(a, py::array::c_style);
+    Buffer b(t, shape);
+    std::memcpy(b.bytes(), c.data(), b.nbytes());
+    runtime_->set_input(name, std::move(b));
+  }
+
+  void run() {
+    py::gil_scoped_release nogil;
+    runtime_->run();
+  }
+
+  py::array output(const std::string& name) const {
+    const Buffer& b = runtime_->output(name);
+    py::array a(numpy_dtype(b.dtype()), b.shape());
+    std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
+    return a;
+  }
+  std::string output_dtype(const std::string& name) const { return dtype_name(runtime_->graph().node(runtime_->graph().find_output(name)).dtype); }
+
+  const CompileResult& result() const { return result_; }
+  Interpreter& runtime() { return *runtime_; }
+  const std::string& backend() const { return backend_; }
+
+ private:
+  std::string backend_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  // before runtime_: its kernels use it
+  std::unique_ptr<cpu::FusedJit> jit_;
+  CompileResult result_;
+  std::unique_ptr<Interpreter> runtime_;
+  std::set<std::string> updated_;  // inputs a Scatter may write in place
+};
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  py::class_<CompiledGraph>(m, "CompiledGraph", "A compiled plan with its runtime; set inputs, run, read outputs")
+      .def("set_input", &CompiledGraph::set_input, py::arg("name"), py::arg("array"), py::arg("dtype") = "",
+           "an array of the input's shape; read in place when C-contiguous (keep it unchanged until the next set_input)")
+      .def("set_dim", [](CompiledGraph& c, const std::string& name, int64_t v) { c.runtime().set_dim(name, v); })
+      .def("run", &CompiledGraph::run)
+      .def("output", &CompiledGraph::output, py::arg("name"), "a copy, as numpy (bf16 as uint16 bits)")
+      .def("output_dtype", &CompiledGraph::output_dtype)
+      .def_property_readonly("backend", &CompiledGraph::backend)
+      .def_property_readonly("compile_ms", [](const CompiledGraph& c) { return c.result().compile_ms; })
+      .def_property_readonly("plan_nodes", [](const CompiledGraph& c) { return c.result().plan_nodes; })
+      .def_property_readonly("cache_hit", [](const CompiledGraph& c) { return c.result().cache_hit; })
+      .def("plan", [](const CompiledGraph& c) { return c.result().plan.dump(); });
+  m.def("compile", [](const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads) {
+    return std::make_unique<CompiledGraph>(g, backend, search, cache_dir, threads);
+  }, py::arg("graph"), py::arg("backend") = "cpu", py::arg("search") = 0, py::arg("cache_dir") = "", py::arg("threads") = 0,
+        "compile a graph's outputs into a plan for a backend ('cpu' or 'reference'); search > 0 profiles that many candidates");
+}
+
+}  // namespace luminal::python
