@@ -77,6 +77,12 @@ def to_dtype(x, dtype):
     return x if not is_tensor(x) or x.dtype == dtype else L.cast(x, dtype)
 
 
+def f32(x):
+    """f16/bf16 tensors as f32: PyTorch computes softmax, norms and products in f32 for them and
+    rounds once at the end."""
+    return to_dtype(x, "f32") if is_tensor(x) and x.dtype in ("f16", "bf16") else x
+
+
 def scalar(cx, value, dtype):
     return cx.graph.constant(float(value), dtype)
 
@@ -402,28 +408,29 @@ def _cumprod(cx, x, dim, dtype=None):
 
 
 @lower(aten._softmax.default, aten.softmax.int)
-def _softmax(cx, x, dim, half_to_float=False):
-    return to_dtype(L.softmax(x, dim), cx.out_dtype())
+def _softmax(cx, x, dim, half_to_float=False, dtype=None):
+    return to_dtype(L.softmax(f32(x), dim), cx.out_dtype())
 
 
 @lower(aten._log_softmax.default, aten.log_softmax.int)
-def _log_softmax(cx, x, dim, half_to_float=False):
-    return to_dtype(L.log_softmax(x, dim), cx.out_dtype())
+def _log_softmax(cx, x, dim, half_to_float=False, dtype=None):
+    return to_dtype(L.log_softmax(f32(x), dim), cx.out_dtype())
 
 
 @lower(aten.native_layer_norm.default)
 def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
     k = len(normalized_shape)
-    y = L.layer_norm(x, k, weight, bias, eps)
+    xf = f32(x)
+    y = L.layer_norm(xf, k, f32(weight), f32(bias), eps)
     axes = list(range(x.ndim - k, x.ndim))
-    mean = L.mean(x, axes, True)
-    rstd = L.rsqrt(L.add(L.var(x, axes, 0, True), float(eps)))
-    return y, mean, rstd
+    mean = L.mean(xf, axes, True)
+    rstd = L.rsqrt(L.add(L.var(xf, axes, 0, True), float(eps)))
+    return to_dtype(y, x.dtype), mean, rstd
 
 
 @lower(aten.layer_norm.default)
 def _layer_norm(cx, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    return L.layer_norm(x, len(normalized_shape), weight, bias, eps)
+    return to_dtype(L.layer_norm(f32(x), len(normalized_shape), f32(weight), f32(bias), eps), x.dtype)
 
 
 @lower(aten.rms_norm.default)
@@ -432,30 +439,37 @@ def _rms_norm(cx, x, normalized_shape, weight=None, eps=None):
         raise NotImplementedError("rms_norm over more than the last dim")
     if eps is None:
         eps = torch.finfo(torch.float32).eps
-    return L.rms_norm(x, weight, eps)
+    return to_dtype(L.rms_norm(f32(x), f32(weight), eps), cx.out_dtype())
 
 
 # ---- matrix products --------------------------------------------------------------------------
 
 
+# Half-precision products run as PyTorch runs them: f32 products and sums, one rounding at the
+# end. (A cast weight costs nothing extra: the compiler's rules read bf16/f16 weights natively.)
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def _mm(cx, a, b):
     a, b = promote(cx, a, b)
-    return L.matmul(a, b)
+    return to_dtype(L.matmul(f32(a), f32(b)), cx.out_dtype())
 
 
 @lower(aten.addmm.default)
 def _addmm(cx, bias, a, b, beta=1, alpha=1):
-    p = L.matmul(a, b)
+    p = L.matmul(f32(a), f32(b))
     if alpha != 1:
         p = L.mul(p, float(alpha))
-    if beta == 0:
-        return p
-    bias = to_dtype(bias, p.dtype)
-    return L.add(p, bias if beta == 1 else L.mul(bias, float(beta)))
+    if beta != 0:
+        bias = f32(bias)
+        p = L.add(p, bias if beta == 1 else L.mul(bias, float(beta)))
+    return to_dtype(p, cx.out_dtype())
 
 
 LOWERINGS[aten.baddbmm.default] = _addmm
+
+
+@lower(aten.linear.default)
+def _linear(cx, x, w, b=None):
+    return to_dtype(L.linear(f32(x), f32(w), None if b is None else f32(b)), cx.out_dtype())
 
 
 def grouped_mm(cx, a, b, offs):
@@ -465,7 +479,7 @@ def grouped_mm(cx, a, b, offs):
     if a.ndim != 2 or b.ndim != 3 or offs is None:
         raise NotImplementedError("grouped_mm other than rows [T, k] by groups [G, k, n] with offsets")
     t, g = a.shape[0], b.shape[0]
-    a = to_dtype(a, b.dtype)
+    a, b = f32(a), f32(b)
     rows = cx.graph.arange(0, t, 1, "i32")
     group = L.sum(L.cast(L.ge(L.unsqueeze(rows, 1), L.unsqueeze(to_dtype(offs, "i32"), 0)), "i32"), [1])  # ends at or before the row
     every = L.matmul(L.unsqueeze(a, 0), b)  # [G, T, n]
@@ -495,11 +509,6 @@ def _histc(cx, x, bins=100, min=0, max=0):
     inside = L.logical_and(L.ge(x, float(min)), L.le(x, float(max)))
     hits = L.logical_and(L.eq(L.unsqueeze(at, 1), L.unsqueeze(cx.graph.arange(0, bins, 1, "i32"), 0)), L.unsqueeze(inside, 1))
     return to_dtype(L.sum(L.cast(hits, "f32"), [0]), cx.out_dtype())
-
-
-@lower(aten.linear.default)
-def _linear(cx, x, w, b=None):
-    return L.linear(x, w, b)
 
 
 # ---- movement ---------------------------------------------------------------------------------
@@ -701,8 +710,8 @@ def _index(cx, x, indices):
 @lower(aten.index_put.default, aten._unsafe_index_put.default)
 def _index_put(cx, x, indices, values, accumulate=False):
     """x with rows over the indexed dims replaced by `values` (broadcast to the indexed result)."""
-    if accumulate:
-        raise NotImplementedError("index_put with accumulate=True")
+    if any(i is not None and i.dtype == "bool" for i in indices):
+        return _masked_put(cx, x, indices, values, accumulate)
     ix = IndexedRows(cx, x, list(indices))
     order = ix.result_order()
     target = [None] * len(order)
@@ -712,12 +721,32 @@ def _index_put(cx, x, indices, values, accumulate=False):
     values = L.expand(to_dtype(as_tensor(cx, values, x.dtype), x.dtype), target)
     inverse = [order.index(i) for i in range(len(order))]
     values = L.reshape(L.contiguous(L.permute(values, inverse)), [_prod(ix.bshape)] + ix.rest_shape)
-    where = L.reshape(ix.flat, [_prod(ix.bshape)] + [1] * len(ix.rest))
-    where = L.expand(where, [_prod(ix.bshape)] + ix.rest_shape)
-    rows = L.scatter(ix.rows, 0, L.contiguous(where), values)
+    if accumulate:  # repeats add up: a one-hot [rows, K] matrix times the values [K, rest]
+        count = _prod(ix.bshape)
+        hit = L.cast(L.eq(L.unsqueeze(cx.graph.arange(0, ix.rows.shape[0], 1, "i32"), 1), L.unsqueeze(ix.flat, 0)), x.dtype)
+        added = L.matmul(hit, L.reshape(values, [count, _prod(ix.rest_shape)]))
+        rows = L.add(ix.rows, L.reshape(added, list(ix.rows.shape)))
+    else:
+        where = L.reshape(ix.flat, [_prod(ix.bshape)] + [1] * len(ix.rest))
+        where = L.expand(where, [_prod(ix.bshape)] + ix.rest_shape)
+        rows = L.scatter(ix.rows, 0, L.contiguous(where), values)
     shaped = L.reshape(rows, [x.shape[d] for d in ix.order])
     back = [ix.order.index(d) for d in range(x.ndim)]
     return shaped if back == list(range(x.ndim)) else L.permute(shaped, back)
+
+
+def _masked_put(cx, x, indices, values, accumulate):
+    """x[mask] = value with one value for every selected element (a where); a value per
+    selected element has a shape that depends on the data."""
+    if len([i for i in indices if i is not None]) != 1 or indices[0] is None:
+        raise NotImplementedError("index_put with a boolean mask beside other indices")
+    val = cx.node.args[2].meta["val"] if isinstance(cx.node.args[2], torch.fx.Node) else None
+    if val is not None and val.numel() != 1:
+        raise NotImplementedError("index_put of a boolean mask with one value per selected element (a data-dependent shape)")
+    mask = indices[0]
+    mask = L.reshape(mask, list(mask.shape) + [1] * (x.ndim - mask.ndim))
+    v = to_dtype(L.reshape(values, []) if is_tensor(values) else as_tensor(cx, values, x.dtype), x.dtype)
+    return L.where(mask, L.add(x, v) if accumulate else v, x)
 
 
 @lower(aten.index_select.default)
@@ -863,3 +892,221 @@ def _topk(cx, x, k, dim=-1, largest=True, sorted=True):
 @lower(operator.getitem)
 def _getitem(cx, xs, i):
     return xs[i]
+
+
+# ---- normalisation in f32 -----------------------------------------------------------------------
+
+
+@lower(aten.native_group_norm.default)
+def _group_norm(cx, x, weight, bias, n, c, hw, groups, eps):
+    """[N, C, *] normalised over each group of C // groups channels and the spatial dims."""
+    dtype = x.dtype
+    xf = to_dtype(x, "f32")
+    grouped = L.reshape(xf, [x.shape[0], groups, _prod(x.shape[1:]) // groups])
+    mean = L.mean(grouped, [2], True)
+    var = L.var(grouped, [2], 0, True)
+    rstd = L.rsqrt(L.add(var, float(eps)))
+    y = L.reshape(L.mul(L.sub(grouped, mean), rstd), list(x.shape))
+    affine = [x.shape[1]] + [1] * (x.ndim - 2)
+    if weight is not None:
+        y = L.mul(y, L.reshape(to_dtype(weight, "f32"), affine))
+    if bias is not None:
+        y = L.add(y, L.reshape(to_dtype(bias, "f32"), affine))
+    return to_dtype(y, dtype), L.reshape(mean, [x.shape[0], groups]), L.reshape(rstd, [x.shape[0], groups])
+
+
+@lower(aten.var_mean.correction, aten.var_mean.dim)
+def _var_mean(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
+    c = 0 if unbiased is False else (1 if correction is None else correction)
+    axes = dims_of(x, dim)
+    x = to_dtype(x, cx.out_dtype(0))
+    return L.var(x, axes, int(c), keepdim), L.mean(x, axes, keepdim)
+
+
+@lower(aten.elu.default)
+def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = L.mul(L.expm1(L.mul(x, float(input_scale))), float(alpha * scale))
+    return L.where(L.gt(x, 0.0), L.mul(x, float(scale)), neg)
+
+
+# ---- convolution and pooling ----------------------------------------------------------------------
+
+
+def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
+    """x [N, C, *spatial] -> [N, C, *out, *kernel]: every window of every spatial dim (im2col as
+    views: pad, unfold each dim, then keep every dilation-th element of each window)."""
+    s = len(kernel)
+    if any(p != 0 for p in padding):
+        x = L.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding], pad_value)
+    for i in range(s):
+        x = L.unfold(x, 2 + i, (kernel[i] - 1) * dilation[i] + 1, stride[i])
+    for i in range(s):
+        if dilation[i] != 1:
+            axis = 2 + s + i
+            x = L.slice(x, axis, 0, (kernel[i] - 1) * dilation[i] + 1, dilation[i])
+    return x
+
+
+def _conv(cx, x, w, bias, stride, padding, dilation, groups):
+    n, c = x.shape[0], x.shape[1]
+    s = x.ndim - 2
+    kernel = [_const(k) for k in w.shape[2:]]
+    win = _windows(x, kernel, stride, padding, dilation)  # [N, C, *out, *k]
+    out = list(win.shape[2:2 + s])
+    cg, o = _const(c) // groups, _const(w.shape[0])
+    og, kk = o // groups, cg * _prod(kernel)
+    # [N, G, Cg, *out, *k] -> [N, G, *out, Cg, *k] -> [N, G, P, Cg*K]
+    win = L.reshape(win, [n, groups, cg] + out + kernel)
+    win = L.permute(win, [0, 1] + list(range(3, 3 + s)) + [2] + list(range(3 + s, 3 + 2 * s)))
+    win = L.reshape(win, [n, groups, _prod(out), kk])
+    wg = L.transpose(L.reshape(to_dtype(w, x.dtype), [groups, og, kk]), 1, 2)  # [G, Cg*K, Og]
+    y = L.matmul(win, wg)  # [N, G, P, Og]
+    y = L.reshape(L.permute(y, [0, 1, 3, 2]), [n, o] + out)
+    if bias is not None:
+        y = L.add(y, L.reshape(to_dtype(bias, y.dtype), [o] + [1] * s))
+    return y
+
+
+def _dilate(x, stride):
+    """Zeros between the spatial elements of x [N, C, *spatial] (a transposed conv's input)."""
+    for i, st in enumerate(stride):
+        if st == 1:
+            continue
+        axis = 2 + i
+        length = x.shape[axis]
+        x = L.unsqueeze(x, axis + 1)
+        x = L.pad(x, [(0, 0)] * (axis + 1) + [(0, st - 1)] + [(0, 0)] * (x.ndim - axis - 2))
+        shape = list(x.shape)
+        x = L.reshape(x, shape[:axis] + [length * st] + shape[axis + 2:])
+        x = L.slice(x, axis, 0, (length - 1) * st + 1, 1)
+    return x
+
+
+@lower(aten.convolution.default)
+def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    s = x.ndim - 2
+    stride, padding, dilation = list(stride), list(padding), list(dilation)
+    if not transposed:
+        return _conv(cx, x, w, bias, stride, padding, dilation, groups)
+    # A transposed conv is a conv over the input with zeros between its elements, padded by
+    # dilation * (k - 1) - padding (plus output_padding at the end), with the kernel flipped and
+    # its in/out channels swapped per group.
+    kernel = [_const(k) for k in w.shape[2:]]
+    xd = _dilate(x, stride)
+    pads = [(dilation[i] * (kernel[i] - 1) - padding[i], dilation[i] * (kernel[i] - 1) - padding[i] + output_padding[i]) for i in range(s)]
+    if any(a < 0 or b < 0 for a, b in pads):
+        raise NotImplementedError("transposed convolution with padding larger than dilation * (kernel - 1)")
+    xd = L.pad(xd, [(0, 0), (0, 0)] + pads, 0.0)
+    cin, og = _const(w.shape[0]), _const(w.shape[1])
+    wt = L.reshape(w, [groups, cin // groups, og] + kernel)
+    wt = L.permute(wt, [0, 2, 1] + list(range(3, 3 + s)))  # [G, Og, Cg, *k]
+    wt = L.flip(L.reshape(wt, [groups * og, cin // groups] + kernel), list(range(2, 2 + s)))
+    return _conv(cx, xd, wt, bias, [1] * s, [0] * s, dilation, groups)
+
+
+def _pool_args(x, kernel, stride, padding, dilation=None):
+    s = x.ndim - 2
+    def full(v, default):
+        v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return v * s if len(v) == 1 else v
+    kernel = full(kernel, None)
+    return kernel, full(stride, kernel), full(padding, [0]), full(dilation, [1])
+
+
+@lower(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+def _max_pool(cx, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+    if ceil_mode:
+        raise NotImplementedError("max pooling with ceil_mode=True")
+    kernel, stride, padding, dilation = _pool_args(x, kernel, stride, padding, dilation)
+    s = len(kernel)
+    win = _windows(x, kernel, stride, padding, dilation, float("-inf"))  # [N, C, *out, *k]
+    out = list(win.shape[2:2 + s])
+    flat = L.reshape(win, list(win.shape[:2 + s]) + [_prod(kernel)])
+    values = L.amax(flat, [-1])
+    # Indices: the flat position in the input's spatial dims of each window's first maximum.
+    arg = L.argmax(flat, -1)  # position inside the window, [N, C, *out]
+    spatial = [x.shape[2 + i] for i in range(s)]
+    index = None
+    rem = arg
+    for i in range(s):
+        inner = _prod(kernel[i + 1:])
+        ki = L.floor_divide(rem, scalar(cx, inner, "i32")) if inner != 1 else rem
+        rem = L.remainder(rem, scalar(cx, inner, "i32")) if inner != 1 else rem
+        shape = [1] * (2 + s)
+        shape[2 + i] = out[i]
+        start = L.reshape(L.sub(L.mul(cx.graph.arange(0, out[i], 1, "i32"), scalar(cx, stride[i], "i32")),
+                                scalar(cx, padding[i], "i32")), shape)
+        pos = L.add(start, L.mul(ki, scalar(cx, dilation[i], "i32")))
+        index = pos if index is None else L.add(L.mul(index, _size_tensor(cx, spatial[i])), pos)
+    return values, to_dtype(index, cx.out_dtype(1))
+
+
+@lower(aten.avg_pool2d.default, aten.avg_pool3d.default)
+def _avg_pool(cx, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    if ceil_mode:
+        raise NotImplementedError("average pooling with ceil_mode=True")
+    kernel, stride, padding, _ = _pool_args(x, kernel, stride, padding)
+    s = len(kernel)
+    win = _windows(x, kernel, stride, padding, [1] * s)
+    total = L.sum(win, list(range(2 + s, 2 + 2 * s)))
+    if divisor_override:
+        return L.div(total, float(divisor_override))
+    if count_include_pad or not any(padding):
+        return L.div(total, float(_prod(kernel)))
+    ones = cx.graph.full([1, 1] + [x.shape[2 + i] for i in range(s)], 1.0, x.dtype)
+    counts = L.sum(_windows(ones, kernel, stride, padding, [1] * s), list(range(2 + s, 2 + 2 * s)))
+    return L.div(total, counts)
+
+
+# ---- scatter ------------------------------------------------------------------------------------
+
+
+def _scatter_add_rows(cx, x, dim, index, src):
+    """x plus, along `dim`, src's values at their index positions (repeats add up): each target
+    position sums the src elements whose index names it (a comparison over the index's extent)."""
+    dim = dim % x.ndim
+    n = x.shape[dim]
+    idx = to_dtype(index, "i32")
+    src = to_dtype(src, x.dtype)
+    # src may be larger than index: only index's extent takes part.
+    src = _crop(src, idx.shape)
+    last = x.ndim
+    hit = L.eq(L.unsqueeze(idx, last), L.reshape(cx.graph.arange(0, n, 1, "i32"), [1] * last + [n]))  # [*index, n]
+    contrib = L.sum(L.mul(L.cast(hit, x.dtype), L.unsqueeze(src, last)), [dim])  # [*index without dim, n]
+    contrib = L.unsqueeze(contrib, dim)
+    contrib = L.transpose(contrib, dim, last)  # n back at dim, a 1 at the end
+    contrib = L.squeeze(contrib, last)
+    pads = [(0, 0) if d == dim else (0, x.shape[d] - idx.shape[d]) for d in range(x.ndim)]
+    if any(not (isinstance(b, int) and b == 0) for _, b in pads):
+        contrib = L.pad(contrib, pads, 0.0)
+    return contrib, hit
+
+
+def _crop(t, shape):
+    for d, size in enumerate(shape):
+        if repr(t.shape[d]) != repr(size):
+            t = L.slice(t, d, 0, size, 1)
+    return t
+
+
+@lower(aten.scatter.src, aten.scatter.value)
+def _scatter(cx, x, dim, index, src):
+    src = L.expand(as_tensor(cx, src, x.dtype), list(index.shape)) if not is_tensor(src) else _crop(src, index.shape)
+    return L.scatter(x, dim % x.ndim, to_dtype(index, "i32"), L.contiguous(to_dtype(src, x.dtype)))
+
+
+@lower(aten.scatter_add.default)
+def _scatter_add(cx, x, dim, index, src):
+    contrib, _ = _scatter_add_rows(cx, x, dim, index, src)
+    return L.add(x, contrib)
+
+
+@lower(aten.scatter_reduce.two)
+def _scatter_reduce(cx, x, dim, index, src, reduce, include_self=True):
+    if reduce != "sum":
+        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r} (sum is supported)")
+    contrib, _ = _scatter_add_rows(cx, x, dim, index, src)
+    if include_self:
+        return L.add(x, contrib)
+    raise NotImplementedError("scatter_reduce with include_self=False")

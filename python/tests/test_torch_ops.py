@@ -104,6 +104,45 @@ CASES = [
     ("linear_bf16", lambda x, w: F.linear(x, w), (r(3, 8, dtype=torch.bfloat16), r(5, 8, dtype=torch.bfloat16)), 1e-2),
     ("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (r(1, 2, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), 1e-5),
     ("sdpa_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0), (r(2, 2, 3, 4), r(2, 2, 6, 4), r(2, 2, 6, 4), r(3, 6)), 1e-5),
+    ("baddbmm", lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2), (r(2, 3, 5), r(2, 3, 4), r(2, 4, 5)), 1e-5),
+    ("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), (r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), 1e-5),
+    ("grouped_mm", lambda a, b, o: torch._grouped_mm(a, b, offs=o), (r(6, 8, dtype=torch.bfloat16), r(3, 8, 8, dtype=torch.bfloat16), torch.tensor([2, 2, 6], dtype=torch.int32)), 1e-2),
+    ("group_norm", lambda x, w, b: F.group_norm(x, 2, w, b), (r(2, 4, 5), r(4), r(4)), 1e-5),
+    ("layer_norm_bf16", lambda a: F.layer_norm(a, (8,)), (r(3, 8, dtype=torch.bfloat16),), 1e-2),
+    ("softmax_bf16", lambda a: a.softmax(-1), (r(3, 4, dtype=torch.bfloat16),), 0),
+    ("var_mean", lambda a: torch.var_mean(a, 0, correction=0), (r(3, 4),), 1e-5),
+    ("std_mean", lambda a: torch.std_mean(a, 1), (r(3, 4),), 1e-5),
+    ("activations", lambda a: F.hardswish(a) + F.hardsigmoid(a) + F.elu(a) + F.softplus(a) + F.mish(a) + F.leaky_relu(a), (r(8),), 1e-5),
+    # convolution and pooling
+    ("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), (r(2, 4, 9), r(6, 4, 3), r(6)), 1e-5),
+    ("conv2d_dilated_groups", lambda x, w: F.conv2d(x, w, padding=1, dilation=2, groups=2), (r(1, 4, 7, 6), r(6, 2, 3, 3)), 1e-5),
+    ("conv2d_depthwise", lambda x, w: F.conv2d(x, w, groups=4), (r(1, 4, 7, 6), r(4, 1, 3, 3)), 1e-5),
+    ("conv3d", lambda x, w: F.conv3d(x, w, stride=(1, 2, 1)), (r(1, 2, 4, 5, 4), r(3, 2, 2, 2, 2)), 1e-5),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1), (r(1, 4, 5, 5), r(4, 3, 3, 3)), 1e-5),
+    ("conv_transpose1d_groups", lambda x, w: F.conv_transpose1d(x, w, stride=3, groups=2), (r(1, 4, 5), r(4, 2, 3)), 1e-5),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 2), (r(1, 2, 6, 6),), 0),
+    ("max_pool2d_indices", lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True), (r(1, 2, 7, 7),), 0),
+    ("max_pool1d", lambda x: F.max_pool1d(x, 3, stride=2), (r(2, 3, 9),), 0),
+    ("avg_pool2d", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), (r(1, 2, 7, 7),), 1e-5),
+    ("avg_pool2d_exclude_pad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), (r(1, 2, 7, 7),), 1e-5),
+    ("avg_pool1d", lambda x: F.avg_pool1d(x, 2), (r(1, 2, 8),), 1e-5),
+    ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, 1), (r(1, 3, 4, 4),), 1e-5),
+    # scatter
+    ("scatter_src", lambda x, i, s: x.scatter(1, i, s), (r(3, 5), torch.tensor([[0, 1], [2, 3], [4, 0]]), r(3, 2)), 0),
+    ("scatter_value", lambda x, i: x.scatter(1, i, 2.5), (r(3, 5), torch.tensor([[0, 1], [2, 3], [4, 0]])), 0),
+    ("scatter_add", lambda x, i, s: x.scatter_add(1, i, s), (r(3, 5), torch.tensor([[0, 0, 1], [2, 3, 2], [4, 0, 4]]), r(3, 3)), 1e-5),
+    ("scatter_add_dim0", lambda x, i, s: x.scatter_add(0, i, s), (r(4, 3), torch.tensor([[0, 3, 1], [0, 0, 1]]), r(2, 3)), 1e-5),
+    ("index_put_accumulate", lambda x, i, v: x.index_put((i,), v, accumulate=True), (r(5, 3), torch.tensor([0, 2, 0]), r(3, 3)), 1e-5),
+    ("index_put_mask", lambda x: x.index_put((x > 0,), torch.tensor(0.0)), (r(4, 5),), 0),
+    ("index_put_mask_rows", lambda x, m: x.index_put((m,), torch.tensor(1.5)), (r(3, 4), torch.tensor([True, False, True])), 0),
+    ("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"), (r(1, 2, 6),), 0),
+    ("pad_replicate", lambda x: F.pad(x, (1, 2, 2, 0), mode="replicate"), (r(1, 2, 4, 5),), 0),
+    ("unfold", lambda x: x.unfold(1, 3, 2) * 1, (r(2, 9),), 0),
+    ("max_all", lambda a: a.max(), (r(3, 4),), 0),
+    ("sum_bool", lambda a: (a > 0).sum(-1), (r(3, 4),), 0),
+    ("cumsum_int", lambda a: a.cumsum(0), (ints(5),), 0),
+    ("linspace", lambda a: a + torch.linspace(0, 1, 5), (r(5),), 1e-6),
+    ("new_full", lambda a: a.new_zeros(3) + a.new_ones(3) + a.new_full((3,), 2.0), (r(3),), 0),
     # movement
     ("view_permute", lambda a: a.view(2, 3, 4).permute(2, 0, 1) * 1.0, (r(6, 4),), 0),
     ("reshape_neg1", lambda a: a.reshape(-1, 2) + 0, (r(3, 4),), 0),
@@ -189,6 +228,12 @@ def test_unsupported_op_fails_at_compile_time_with_its_name():
     fn = lambda a: torch.fft.fft(a).real  # noqa: E731
     with pytest.raises(Exception, match=r"no lowering for aten\..*fft"), torch.no_grad():
         torch.compile(fn, backend="luminal")(r(8))
+
+
+def test_integer_bitwise_ops_fail_at_compile_time_saying_why():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="bitwise ops on integers"), torch.no_grad():
+        torch.compile(lambda a, b: a & b, backend="luminal")(ints(3), ints(3))
 
 
 def test_bad_option_is_a_clear_error():
