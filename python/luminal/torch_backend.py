@@ -246,7 +246,7 @@ class LuminalGraph:
             return spec[1]
         if kind == "dim":
             return spec[1].eval(dims)
-        a = self.compiled.output(spec[1])
+        a = self.compiled.take_output(spec[1])  # the runtime's buffer itself: no copy
         if spec[2] == torch.bfloat16:
             return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
         t = torch.from_numpy(a)

@@ -104,6 +104,22 @@ def test_outputs_are_copies_and_inputs_are_set_again_after_changes():
     np.testing.assert_array_equal(c.output("y"), [20, 20, 20])
 
 
+def test_take_output_hands_over_the_buffer():
+    g = lm.Graph()
+    x = g.input("x", "f32", [2, 3])
+    lm.transpose(x * 3.0, 0, 1).output("y")
+    c = lm.compile(g, backend="cpu")
+    X = np.arange(6, dtype=np.float32).reshape(2, 3)
+    c.set_input("x", X)
+    c.run()
+    y = c.take_output("y")
+    np.testing.assert_array_equal(y, (X * 3).T)
+    with pytest.raises(lm.Error, match="not been computed"):  # it was handed over
+        c.output("y")
+    c.run()
+    np.testing.assert_array_equal(c.take_output("y"), y)
+
+
 def test_language_model_matches_transformers_fixture():
     path = os.path.join(TEST_DATA, "models", "llama-tiny")
     ref = json.load(open(os.path.join(path, "reference.json")))

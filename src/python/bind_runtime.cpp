@@ -107,6 +107,19 @@ class CompiledGraph {
     std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
     return a;
   }
+
+  // The output's own buffer as a numpy array (no copy): the array owns it from now on.
+  py::array take_output(const std::string& name) {
+    auto* b = new Buffer(runtime_->take_output(name));
+    py::capsule owner(b, [](void* p) { delete static_cast<Buffer*>(p); });
+    std::vector<py::ssize_t> strides(b->shape().size());
+    py::ssize_t stride = static_cast<py::ssize_t>(dtype_size(b->dtype()));
+    for (size_t d = strides.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= static_cast<py::ssize_t>(b->shape()[d]);
+    }
+    return py::array(numpy_dtype(b->dtype()), b->shape(), strides, b->bytes(), owner);
+  }
   std::string output_dtype(const std::string& name) const { return dtype_name(runtime_->graph().node(runtime_->graph().find_output(name)).dtype); }
 
   const CompileResult& result() const { return result_; }
@@ -131,6 +144,8 @@ void bind_runtime(py::module_& m) {
       .def("set_dim", [](CompiledGraph& c, const std::string& name, int64_t v) { c.runtime().set_dim(name, v); })
       .def("run", &CompiledGraph::run)
       .def("output", &CompiledGraph::output, py::arg("name"), "a copy, as numpy (bf16 as uint16 bits)")
+      .def("take_output", &CompiledGraph::take_output, py::arg("name"),
+           "the output's buffer itself as numpy, no copy (once per run: output() no longer has it)")
       .def("output_dtype", &CompiledGraph::output_dtype)
       .def_property_readonly("backend", &CompiledGraph::backend)
       .def_property_readonly("compile_ms", [](const CompiledGraph& c) { return c.result().compile_ms; })

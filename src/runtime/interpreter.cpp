@@ -378,6 +378,14 @@ const Buffer& Interpreter::output(const std::string& name) const {
 
 Buffer Interpreter::read_output(const std::string& name, DType as) const { return output(name).cast(as); }
 
+Buffer Interpreter::take_output(const std::string& name) {
+  output(name);  // throws for an unknown or not yet computed output
+  auto it = outputs_.find(name);
+  Buffer b = it->second.borrowed() ? Buffer(it->second) : std::move(it->second);  // a copy owns its bytes
+  outputs_.erase(it);
+  return b;
+}
+
 template <class T>
 static constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::F32;

@@ -30,6 +30,9 @@ class Interpreter {
 
   const Buffer& output(const std::string& name) const;      // as computed, in its own dtype
   Buffer read_output(const std::string& name, DType as) const;  // converted to `as`
+  // The output's buffer itself, moved out to the caller (no copy; output() no longer has it
+  // until the next run).
+  Buffer take_output(const std::string& name);
   std::vector<float> output_f32(const std::string& name) const { return read_output(name, DType::F32).to_f32(); }
   // Raw typed access: T must match the output's dtype exactly (float for f32, int32_t for i32).
   template <class T>
