@@ -191,25 +191,41 @@ def _logical_not(cx, x):
     return L.logical_not(to_dtype(x, "bool"))
 
 
-def bitwise(fn):
+def _int_and(cx, a, b):
+    """a & b on i32 (two's complement) from arithmetic: bit k of x is floor(x / 2^k) mod 2 for
+    k < 31 and x < 0 for the sign bit; the bits that are set in both add up again."""
+    out = None
+    for k in range(31):
+        p = scalar(cx, 2**k, "i32")
+        both = L.mul(L.remainder(L.floor_divide(a, p), scalar(cx, 2, "i32")), L.remainder(L.floor_divide(b, p), scalar(cx, 2, "i32")))
+        term = L.mul(both, p)
+        out = term if out is None else L.add(out, term)
+    sign = L.logical_and(L.lt(a, scalar(cx, 0, "i32")), L.lt(b, scalar(cx, 0, "i32")))
+    return L.add(out, L.mul(L.cast(sign, "i32"), scalar(cx, -(2**31), "i32")))
+
+
+def bitwise(logical_fn, int_fn):
     def lowered(cx, a, b):
-        if cx.out_dtype() != "bool":
-            raise NotImplementedError("bitwise ops on integers (luminal has them for bool only)")
-        return logical(fn)(cx, a, b)
+        if cx.out_dtype() == "bool":
+            return logical(logical_fn)(cx, a, b)
+        a, b = promote(cx, a, b)
+        return int_fn(cx, a, b)
 
     return lowered
 
 
-lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(bitwise(L.logical_and))
-lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(bitwise(L.logical_or))
-lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(bitwise(L.logical_xor))
+# With and = a & b: a | b = a + b - and, a ^ b = a + b - 2 * and (no carries where bits differ).
+lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(bitwise(L.logical_and, _int_and))
+lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(bitwise(L.logical_or, lambda cx, a, b: L.sub(L.add(a, b), _int_and(cx, a, b))))
+lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(
+    bitwise(L.logical_xor, lambda cx, a, b: L.sub(L.add(a, b), L.mul(_int_and(cx, a, b), scalar(cx, 2, "i32")))))
 
 
 @lower(aten.bitwise_not.default)
 def _bitwise_not(cx, x):
-    if x.dtype != "bool":
-        raise NotImplementedError("bitwise_not on integers (luminal has it for bool only)")
-    return L.logical_not(x)
+    if x.dtype == "bool":
+        return L.logical_not(x)
+    return L.sub(L.neg(x), scalar(cx, 1, "i32"))  # ~x = -x - 1 in two's complement
 
 
 @lower(aten.pow.Tensor_Scalar)

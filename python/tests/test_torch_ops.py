@@ -230,10 +230,14 @@ def test_unsupported_op_fails_at_compile_time_with_its_name():
         torch.compile(fn, backend="luminal")(r(8))
 
 
-def test_integer_bitwise_ops_fail_at_compile_time_saying_why():
+def test_integer_bitwise_ops():
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="bitwise ops on integers"), torch.no_grad():
-        torch.compile(lambda a, b: a & b, backend="luminal")(ints(3), ints(3))
+    a = torch.tensor([3, 5, 6, -1, -8, 2**31 - 1, -(2**31), 12345], dtype=torch.int32)
+    b = torch.tensor([1, 4, 7, -5, 3, -(2**31), -1, -999], dtype=torch.int32)
+    fn = lambda a, b: (a & b, a | b, a ^ b, ~a, a & 6)  # noqa: E731
+    with torch.no_grad():
+        for g, w in zip(torch.compile(fn, backend="luminal")(a, b), fn(a, b)):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
 def test_bad_option_is_a_clear_error():
@@ -294,3 +298,64 @@ def test_index_put(name, fn, inputs):
     torch._dynamo.reset()
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(fn, backend="luminal", dynamic=False)(*inputs), fn(*inputs), rtol=0, atol=0)
+
+
+# Each float dtype luminal computes in, for the elementwise and reduction ops: PyTorch's CPU
+# kernels compute f16/bf16 elementwise ops in f32 and round once, as luminal's do, so results
+# agree to the dtype's rounding (one unit in the last place).
+ULP = {torch.float32: 1e-5, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+DTYPE_OPS = [
+    ("add", lambda a, b: a + b),
+    ("mul", lambda a, b: a * b),
+    ("div", lambda a, b: a / (b.abs() + 0.5)),
+    ("exp", lambda a, b: torch.exp(a)),
+    ("tanh", lambda a, b: torch.tanh(a)),
+    ("sigmoid", lambda a, b: torch.sigmoid(a)),
+    ("silu", lambda a, b: F.silu(a)),
+    ("rsqrt", lambda a, b: torch.rsqrt(a.abs() + 0.5)),
+    ("where", lambda a, b: torch.where(a > b, a, b)),
+    ("maximum", lambda a, b: torch.maximum(a, b)),
+    ("sum", lambda a, b: a.sum(-1)),
+    ("amax", lambda a, b: a.amax(-1)),
+    ("softmax", lambda a, b: a.softmax(-1)),
+    ("cast_up", lambda a, b: a.float() * 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("name,fn", DTYPE_OPS, ids=[c[0] for c in DTYPE_OPS])
+def test_float_dtypes(name, fn, dtype):
+    torch._dynamo.reset()
+    a, b = r(4, 16).to(dtype), r(4, 16).to(dtype)
+    with torch.no_grad():
+        want = fn(a, b)
+        got = torch.compile(fn, backend="luminal", dynamic=False)(a, b)
+    assert got.dtype == want.dtype
+    tol = ULP[dtype] * (16 if name == "sum" else 1)  # a sum of 16 rounds in another order
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+INT_OPS = [
+    ("add", lambda a, b: a + b),
+    ("mul", lambda a, b: a * b),
+    ("floor_divide", lambda a, b: a // b),
+    ("remainder", lambda a, b: a % b),
+    ("maximum", lambda a, b: torch.maximum(a, b)),
+    ("sum", lambda a, b: a.sum(-1)),
+    ("amax", lambda a, b: a.amax(-1)),
+    ("cumsum", lambda a, b: a.cumsum(-1)),
+    ("where", lambda a, b: torch.where(a > b, a, b)),
+    ("neg_abs", lambda a, b: (-a).abs()),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("name,fn", INT_OPS, ids=[c[0] for c in INT_OPS])
+def test_int_dtypes(name, fn, dtype):
+    torch._dynamo.reset()
+    a, b = ints(4, 8, dtype=dtype), nonzero_ints(4, 8).to(dtype)
+    with torch.no_grad():
+        want = fn(a, b)
+        got = torch.compile(fn, backend="luminal", dynamic=False)(a, b)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
