@@ -728,6 +728,9 @@ def _index_put(cx, x, indices, values, accumulate=False):
     """x with rows over the indexed dims replaced by `values` (broadcast to the indexed result)."""
     if any(i is not None and i.dtype == "bool" for i in indices):
         return _masked_put(cx, x, indices, values, accumulate)
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if not accumulate and len(given) == 1 and given[0][1].ndim == 1:
+        return _put_along(cx, x, given[0][0], given[0][1], values)
     ix = IndexedRows(cx, x, list(indices))
     order = ix.result_order()
     target = [None] * len(order)
@@ -749,6 +752,21 @@ def _index_put(cx, x, indices, values, accumulate=False):
     shaped = L.reshape(rows, [x.shape[d] for d in ix.order])
     back = [ix.order.index(d) for d in range(x.ndim)]
     return shaped if back == list(range(x.ndim)) else L.permute(shaped, back)
+
+
+def _put_along(cx, x, dim, index, values):
+    """x with the slices at `index` along `dim` replaced: one scatter into x's own layout, so a
+    KV cache given as an input is updated in place."""
+    k = index.shape[0]
+    target = list(x.shape)
+    target[dim] = k
+    values = L.contiguous(L.expand(to_dtype(as_tensor(cx, values, x.dtype), x.dtype), target))
+    index = to_dtype(index, "i32")
+    index = L.where(L.lt(index, 0), L.add(index, _size_tensor(cx, x.shape[dim])), index)
+    shape = [1] * x.ndim
+    shape[dim] = k
+    index = L.contiguous(L.expand(L.reshape(index, shape), target))
+    return L.scatter(x, dim, index, values)
 
 
 def _masked_put(cx, x, indices, values, accumulate):

@@ -120,6 +120,8 @@ class LuminalGraph:
         self.inputs = []  # per placeholder: ("tensor", name, torch dtype) | ("dim", name or None) | ("none",)
         self.outputs = []  # per output: ("tensor", name, torch dtype) | ("input", index) | ("value", v) | ("dim", expr)
         self.constants = {}  # input name -> the tensor a get_attr node reads (set once)
+        self.mutations = []  # (placeholder index, input name, luminal value, in place?) per copy_ into an input
+        self._placeholder_nodes = []
         env = {}
         placeholders = 0
         for node in gm.graph.nodes:
@@ -132,12 +134,47 @@ class LuminalGraph:
                 env[node] = self._constant(gm, node)
             elif node.op == "output":
                 self._outputs(node, env)
-        self.compiled = L.compile(self.graph, backend=options["backend"], search=options["search"], threads=options["threads"])
+        self.compiled = self._compile()
         self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
         self.sets = 0  # inputs handed to the runtime so far
         self._lock = threading.Lock()
 
+    def _compile(self):
+        """Compiles; an input update planned in place that the plan cannot make in place becomes
+        an output copied back after each run instead (and the graph is compiled again)."""
+        for k, m in enumerate(self.mutations):
+            if not m[3]:
+                m[2].output(f"mut{k}")
+        opts = self.options
+        compiled = L.compile(self.graph, backend=opts["backend"], search=opts["search"], threads=opts["threads"])
+        demoted = [k for k, m in enumerate(self.mutations) if m[3] and not compiled.updates_in_place(m[1])]
+        if not demoted:
+            return compiled
+        for k in demoted:
+            p, name, value, _ = self.mutations[k]
+            self.mutations[k] = (p, name, value, False)
+            value.output(f"mut{k}")
+        return L.compile(self.graph, backend=opts["backend"], search=opts["search"], threads=opts["threads"])
+
+    def _mutation(self, node, env):
+        """copy_(input, value) at the end of the graph: the caller's tensor takes the value. In
+        place when the value is a put into that same input (a KV cache update) and nothing else
+        reads the input: the run writes straight into the caller's memory."""
+        dst, src = node.args[0], node.args[1]
+        value = env[src]
+        if dst.op != "placeholder":
+            return value
+        p = self._placeholder_nodes.index(dst)
+        spec = self.inputs[p]
+        native = spec[0] == "tensor" and spec[2] in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool)
+        put = isinstance(src, torch.fx.Node) and src.target in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default)
+        only_put = put and src.args[0] is dst and all(u is src or u.target == torch.ops.aten.copy_.default for u in dst.users)
+        value = value if isinstance(value, L.Tensor) else env[dst]
+        self.mutations.append((p, spec[1], value, bool(native and only_put)))
+        return value
+
     def _placeholder(self, node, i):
+        self._placeholder_nodes.append(node)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             name = f"in{i}"
@@ -162,6 +199,8 @@ class LuminalGraph:
         return self.graph.input(name, luminal_dtype(t.dtype), list(t.shape))
 
     def _call(self, node, env):
+        if node.target == torch.ops.aten.copy_.default:
+            return self._mutation(node, env)
         val = node.meta.get("val")
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return sym_expr(val) if isinstance(val, torch.SymInt) else val
@@ -200,7 +239,7 @@ class LuminalGraph:
             else:
                 self.outputs.append(("value", v))
 
-    def _set(self, name, t):
+    def _set(self, name, t, in_place=False):
         if t.device.type != "cpu":
             raise RuntimeError(
                 f"luminal: input on {t.device}: this build of the luminal Python package runs on the CPU only "
@@ -209,7 +248,12 @@ class LuminalGraph:
         if self._last.get(name) == key:
             return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
         t = t.detach()
-        if t.dtype == torch.bfloat16:
+        if in_place:  # the runtime updates the caller's tensor itself
+            if not t.is_contiguous():
+                raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
+            a = t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+            self.compiled.set_input(name, a, "bf16" if t.dtype == torch.bfloat16 else "", in_place=True)
+        elif t.dtype == torch.bfloat16:
             self.compiled.set_input(name, t.contiguous().view(torch.int16).numpy().view(np.uint16), "bf16")
         elif t.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
             self.compiled.set_input(name, t.to(torch.int32).numpy())
@@ -227,13 +271,17 @@ class LuminalGraph:
             for name, t in self.constants.items():  # set on the first call (compiling runs under fake tensors)
                 self._set(name, t)
             dims = {}
+            in_place = {m[1] for m in self.mutations if m[3]}
             for spec, a in zip(self.inputs, args):
                 if spec[0] == "tensor":
-                    self._set(spec[1], a)
+                    self._set(spec[1], a, spec[1] in in_place)
                 elif spec[0] == "dim" and spec[1] is not None:
                     dims[spec[1]] = int(a)
                     self.compiled.set_dim(spec[1], int(a))
             self.compiled.run()
+            for k, (p, name, _, done) in enumerate(self.mutations):
+                if not done:  # copied back; the in-place ones are written already
+                    args[p].copy_(self._result(("tensor", f"mut{k}", args[p].dtype), args, dims))
             return tuple(self._result(spec, args, dims) for spec in self.outputs)
         finally:
             self._lock.release()
@@ -289,8 +337,10 @@ def luminal_backend(gm, example_inputs, options=None):
         raise RuntimeError("luminal compiles inference only: run the model under torch.no_grad() or torch.inference_mode()")
 
     decomps = core_aten_decompositions()
-    return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward, decompositions=decomps)(
-        gm, example_inputs)
+    # In-place updates of inputs (a KV cache) stay in the graph as copy_ nodes, so the backend
+    # can make them in the caller's memory rather than return new values to copy back.
+    return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward, decompositions=decomps,
+                        keep_inference_input_mutations=True)(gm, example_inputs)
 
 
 def compile(model, example_inputs=None, **options):

@@ -120,6 +120,28 @@ def test_take_output_hands_over_the_buffer():
     np.testing.assert_array_equal(c.take_output("y"), y)
 
 
+def test_an_input_updated_in_place_writes_into_the_callers_array():
+    g = lm.Graph()
+    cache = g.input("cache", "f32", [4, 3])
+    rows = g.input("rows", "i32", [2, 3])
+    vals = g.input("vals", "f32", [2, 3])
+    new = lm.scatter(cache, 0, rows, vals)
+    lm.sum(new, 1).output("total")
+    c = lm.compile(g, backend="cpu")
+    assert c.updates_in_place("cache") and not c.updates_in_place("vals")
+    C = np.zeros((4, 3), np.float32)
+    c.set_input("cache", C, in_place=True)
+    c.set_input("rows", np.array([[1, 1, 1], [3, 3, 3]], np.int32))
+    c.set_input("vals", np.ones((2, 3), np.float32))
+    c.run()
+    np.testing.assert_array_equal(c.output("total"), [0, 3, 0, 3])
+    np.testing.assert_array_equal(C, [[0, 0, 0], [1, 1, 1], [0, 0, 0], [1, 1, 1]])  # written in place
+    with pytest.raises(lm.Error, match="not updated in place"):
+        c.set_input("vals", np.ones((2, 3), np.float32), in_place=True)
+    with pytest.raises(lm.Error, match="writable C-contiguous"):
+        c.set_input("cache", np.zeros((3, 4), np.float32).T, in_place=True)
+
+
 def test_language_model_matches_transformers_fixture():
     path = os.path.join(TEST_DATA, "models", "llama-tiny")
     ref = json.load(open(os.path.join(path, "reference.json")))

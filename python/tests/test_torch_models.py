@@ -68,14 +68,19 @@ def test_decode_loop_with_static_cache_compiles_once():
             tok = logits.argmax(-1, keepdim=True)
             logits = forward(tok, past_key_values=cache, cache_position=torch.tensor([pos]), use_cache=True).logits[:, -1]
             out.append(logits)
-        return torch.stack(out)
+        return torch.stack(out), cache
 
     before = tb.compile_count
     with torch.no_grad():
-        want = decode(model)
-        got = decode(torch.compile(model, backend="luminal"))
+        want, want_cache = decode(model)
+        got, got_cache = decode(torch.compile(model, backend="luminal"))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert tb.compile_count - before == 1
+    # The keys and values were written into the caller's cache tensors, in place.
+    assert sum(m[3] for m in tb.last_graph.mutations) == 2 * model.config.num_hidden_layers
+    for g, w in zip(got_cache.layers, want_cache.layers):
+        torch.testing.assert_close(g.keys, w.keys, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g.values, w.values, rtol=1e-5, atol=1e-5)
 
 
 def test_weights_are_set_once():

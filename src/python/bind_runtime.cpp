@@ -76,10 +76,22 @@ class CompiledGraph {
       if (n.op == OpKind::Scatter && plan.node(n.inputs[0].src).op == OpKind::Input) updated_.insert(plan.node(n.inputs[0].src).name);
   }
 
-  void set_input(const std::string& name, const py::array& a, const std::string& declared) {
+  void set_input(const std::string& name, const py::array& a, const std::string& declared, bool in_place) {
     const DType t = array_dtype(a, declared);
     std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
     const bool contiguous = (a.flags() & py::array::c_style) != 0;
+    if (in_place) {  // the caller's array is the input's memory: the plan's in-place update lands there
+      if (!updates_in_place(name))
+        throw Error("input '" + name + "' is not updated in place by the plan (no lone Scatter into it): set it without in_place");
+      if (!contiguous || !a.writeable() || t != runtime_->graph().node(runtime_->graph().find_input(name)).dtype)
+        throw Error("input '" + name + "' in place needs a writable C-contiguous array of the input's dtype");
+      auto owner = std::shared_ptr<const void>(new py::object(a), [](const void* p) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<const py::object*>(p);
+      });
+      runtime_->set_input(name, Buffer::borrow_writable(t, shape, static_cast<uint8_t*>(const_cast<void*>(a.data())), owner));
+      return;
+    }
     // In place: a contiguous array that the plan never writes (a KV cache updated in place is
     // copied, so the caller's array is not changed behind its back).
     if (contiguous && !updated_.count(name)) {
@@ -94,6 +106,21 @@ class CompiledGraph {
     Buffer b(t, shape);
     std::memcpy(b.bytes(), c.data(), b.nbytes());
     runtime_->set_input(name, std::move(b));
+  }
+
+  // Whether a run writes this input in place: its one reader is a Scatter into the whole of it.
+  bool updates_in_place(const std::string& name) const {
+    const Graph& plan = runtime_->graph();
+    const NodeId id = plan.find_input(name);
+    int readers = 0;
+    bool scatter = false;
+    for (const Node& n : plan.nodes())
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (n.inputs[k].src == id) {
+          ++readers;
+          scatter = scatter || (k == 0 && scatter_can_update_input(plan, n));
+        }
+    return readers == 1 && scatter;
   }
 
   void run() {
@@ -139,8 +166,10 @@ class CompiledGraph {
 
 void bind_runtime(py::module_& m) {
   py::class_<CompiledGraph>(m, "CompiledGraph", "A compiled plan with its runtime; set inputs, run, read outputs")
-      .def("set_input", &CompiledGraph::set_input, py::arg("name"), py::arg("array"), py::arg("dtype") = "",
-           "an array of the input's shape; read in place when C-contiguous (keep it unchanged until the next set_input)")
+      .def("set_input", &CompiledGraph::set_input, py::arg("name"), py::arg("array"), py::arg("dtype") = "", py::arg("in_place") = false,
+           "an array of the input's shape; read in place when C-contiguous (keep it unchanged until the next set_input); "
+           "in_place: the plan's in-place update of this input (a KV cache) writes into the array")
+      .def("updates_in_place", &CompiledGraph::updates_in_place, py::arg("name"))
       .def("set_dim", [](CompiledGraph& c, const std::string& name, int64_t v) { c.runtime().set_dim(name, v); })
       .def("run", &CompiledGraph::run)
       .def("output", &CompiledGraph::output, py::arg("name"), "a copy, as numpy (bf16 as uint16 bits)")
@@ -151,7 +180,13 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("compile_ms", [](const CompiledGraph& c) { return c.result().compile_ms; })
       .def_property_readonly("plan_nodes", [](const CompiledGraph& c) { return c.result().plan_nodes; })
       .def_property_readonly("cache_hit", [](const CompiledGraph& c) { return c.result().cache_hit; })
-      .def("plan", [](const CompiledGraph& c) { return c.result().plan.dump(); });
+      .def("plan", [](const CompiledGraph& c) { return c.result().plan.dump(); })
+      .def("set_profiling", [](CompiledGraph& c, bool on) { c.runtime().set_profiling(on); })
+      .def("profile", [](CompiledGraph& c) {
+        std::vector<std::tuple<std::string, int64_t, double>> r;
+        for (const auto& e : c.runtime().profile()) r.emplace_back(e.label, e.calls, e.ms);
+        return r;
+      }, "per kernel kind, slowest first: (label, calls, ms) since profiling was turned on");
   m.def("compile", [](const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads) {
     return std::make_unique<CompiledGraph>(g, backend, search, cache_dir, threads);
   }, py::arg("graph"), py::arg("backend") = "cpu", py::arg("search") = 0, py::arg("cache_dir") = "", py::arg("threads") = 0,

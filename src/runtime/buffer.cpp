@@ -40,6 +40,12 @@ Buffer Buffer::borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* da
   return b;
 }
 
+Buffer Buffer::borrow_writable(DType dtype, std::vector<int64_t> shape, uint8_t* data, std::shared_ptr<const void> owner) {
+  Buffer b = borrow(dtype, std::move(shape), data, std::move(owner));
+  b.writable_ = true;
+  return b;
+}
+
 Buffer::Buffer(const Buffer& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
   bytes_.assign(o.bytes(), o.bytes() + o.nbytes());
 }
@@ -50,6 +56,7 @@ Buffer& Buffer::operator=(const Buffer& o) {
 }
 
 uint8_t* Buffer::bytes() {
+  if (writable_) return const_cast<uint8_t*>(borrowed_);
   LM_ASSERT(!borrowed_, "a borrowed (memory-mapped) buffer is read-only");
   return bytes_.data();
 }

@@ -19,6 +19,8 @@ class Buffer {
   // Read-only memory owned elsewhere (a memory-mapped weight), used in place: `owner` keeps it
   // alive. Copies of a borrowed buffer own their bytes; writing to one is an error.
   static Buffer borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner);
+  // The same for memory the runtime may write: an input updated in place (a caller's KV cache).
+  static Buffer borrow_writable(DType dtype, std::vector<int64_t> shape, uint8_t* data, std::shared_ptr<const void> owner);
   Buffer(const Buffer& o);
   Buffer& operator=(const Buffer& o);
   Buffer(Buffer&&) noexcept = default;
@@ -27,6 +29,7 @@ class Buffer {
 
   std::vector<uint8_t> release() {  // the storage, for reuse (nothing for a borrowed buffer)
     borrowed_ = nullptr;
+    writable_ = false;
     owner_.reset();
     return std::move(bytes_);
   }
@@ -55,6 +58,7 @@ class Buffer {
   size_t numel_ = 0;
   std::vector<uint8_t> bytes_;
   const uint8_t* borrowed_ = nullptr;
+  bool writable_ = false;  // a borrow_writable buffer
   std::shared_ptr<const void> owner_;
 };
 
