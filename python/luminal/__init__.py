@@ -6,9 +6,22 @@ compile them for a backend (``luminal.compile``) and run them; load and run lang
 ``torch.compile(model, backend="luminal")`` (see ``luminal.torch_backend``).
 """
 from ._luminal import *  # noqa: F401,F403  the C++ core: Graph, Tensor, ops, compile, LanguageModel
-from ._luminal import Error, LanguageModel
+from ._luminal import Error, Graph, LanguageModel
+from ._luminal import compile as _compile_graph
 
-__all__ = ["Error", "LanguageModel", "generate"]
+__all__ = ["Error", "Graph", "LanguageModel", "compile", "generate"]
+
+
+def compile(graph_or_model, *args, **kwargs):
+    """``compile(graph, backend="cpu", search=0, ...)``: a luminal Graph's plan, ready to run.
+
+    ``compile(model, example_inputs, dynamic_shapes=None, **options)``: a PyTorch module (or
+    ExportedProgram) through torch.export, as a callable (see luminal.export)."""
+    if isinstance(graph_or_model, Graph):
+        return _compile_graph(graph_or_model, *args, **kwargs)
+    from .export import compile_module
+
+    return compile_module(graph_or_model, *args, **kwargs)
 
 import sys as _sys
 

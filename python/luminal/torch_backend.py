@@ -11,7 +11,8 @@ in-place updates made functional. That graph is walked node by node into a lumin
   so weights are set once;
 * an unsupported op fails at compile time with its name and the model line that made it.
 
-Options (``torch.compile(..., options={...})``): ``backend`` ("cpu" or "reference"),
+Options (``torch.compile(..., options={...})``): ``backend`` ("cpu", "cuda" or "reference";
+by default the inputs' device decides: CUDA tensors run on the cuda backend, by pointer),
 ``search`` (candidate plans to time, 0: the cost model's plan), ``threads``.
 """
 import threading
@@ -22,7 +23,7 @@ import torch
 from . import _luminal as L
 from .aten_lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
 
-OPTIONS = {"backend": "cpu", "search": 0, "threads": 0}
+OPTIONS = {"backend": None, "search": 0, "threads": 0}
 _IGNORED_KWARGS = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "requires_grad"}
 
 # How many graphs this process compiled, and the last one (tests count recompiles with them).
@@ -40,9 +41,8 @@ def check_options(options):
     if unknown:
         raise ValueError(f"luminal: unknown option(s) {unknown}; known: {sorted(OPTIONS)}")
     merged = {**OPTIONS, **options}
-    if merged["backend"] not in ("cpu", "reference"):
-        raise ValueError(
-            f"luminal: backend {merged['backend']!r} is not available from Python yet: use 'cpu' or 'reference'")
+    if merged["backend"] not in (None, "cpu", "cuda", "reference"):
+        raise ValueError(f"luminal: backend {merged['backend']!r} is not one luminal has: use 'cpu', 'cuda' or 'reference'")
     if not isinstance(merged["search"], int) or merged["search"] < 0:
         raise ValueError(f"luminal: option search must be an int >= 0, got {merged['search']!r}")
     return merged
@@ -134,6 +134,8 @@ class LuminalGraph:
                 env[node] = self._constant(gm, node)
             elif node.op == "output":
                 self._outputs(node, env)
+        self.cuda = options["backend"] == "cuda"
+        self._keep = {}  # converted copies of device inputs (int64 -> int32), alive while set
         self.compiled = self._compile()
         self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
         self.sets = 0  # inputs handed to the runtime so far
@@ -240,14 +242,18 @@ class LuminalGraph:
                 self.outputs.append(("value", v))
 
     def _set(self, name, t, in_place=False):
-        if t.device.type != "cpu":
-            raise RuntimeError(
-                f"luminal: input on {t.device}: this build of the luminal Python package runs on the CPU only "
-                "(no silent fallback); move the model and inputs to the CPU")
+        if (t.device.type == "cuda") != self.cuda:
+            raise RuntimeError(f"luminal: input {name} is on {t.device}, but this graph was compiled for the "
+                               f"{'cuda' if self.cuda else 'cpu'} backend (no silent copies between devices)")
         key = (t.data_ptr(), t._version, tuple(t.shape), tuple(t.stride()), t.dtype)
         if self._last.get(name) == key:
             return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
         t = t.detach()
+        if self.cuda:
+            self._set_device(name, t, in_place)
+            self._last[name] = key
+            self.sets += 1
+            return
         if in_place:  # the runtime updates the caller's tensor itself
             if not t.is_contiguous():
                 raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
@@ -264,6 +270,19 @@ class LuminalGraph:
         self._last[name] = key
         self.sets += 1
 
+    def _set_device(self, name, t, in_place):
+        """A CUDA tensor by pointer, read in place (and updated in place where the plan does)."""
+        if t.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8, torch.float64):
+            if in_place:
+                raise RuntimeError(f"luminal: input {name} ({t.dtype}) is updated in place but luminal holds it as a 32-bit type")
+            t = t.to(torch.float32 if t.dtype == torch.float64 else torch.int32)
+        elif not t.is_contiguous():
+            if in_place:
+                raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
+            t = t.contiguous()
+        self._keep[name] = t
+        self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+
     def __call__(self, *args):
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("luminal: a compiled graph was called from two threads at once; call it from one thread at a time")
@@ -278,6 +297,8 @@ class LuminalGraph:
                 elif spec[0] == "dim" and spec[1] is not None:
                     dims[spec[1]] = int(a)
                     self.compiled.set_dim(spec[1], int(a))
+            if self.cuda:  # torch's pending work on the inputs, on its own stream, comes first
+                torch.cuda.current_stream().synchronize()
             self.compiled.run()
             for k, (p, name, _, done) in enumerate(self.mutations):
                 if not done:  # copied back; the in-place ones are written already
@@ -294,6 +315,11 @@ class LuminalGraph:
             return spec[1]
         if kind == "dim":
             return spec[1].eval(dims)
+        if self.cuda:
+            held = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "bool": torch.bool}
+            out = torch.empty(self.compiled.output_shape(spec[1]), dtype=held[self.compiled.output_dtype(spec[1])], device="cuda")
+            self.compiled.copy_output_to(spec[1], out.data_ptr(), out.numel() * out.element_size())
+            return out if out.dtype == spec[2] else out.to(spec[2])
         a = self.compiled.take_output(spec[1])  # the runtime's buffer itself: no copy
         if spec[2] == torch.bfloat16:
             return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
@@ -312,14 +338,32 @@ def _syms(x):
     return x
 
 
+def backend_for(example_inputs, requested):
+    """The backend follows the inputs' device; a request that does not match them is an error,
+    never a silent copy or fallback."""
+    devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
+    if len(devices) > 1:
+        raise RuntimeError(f"luminal: the graph's inputs are on several devices ({sorted(devices)}); put them on one")
+    device = devices.pop() if devices else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise RuntimeError(f"luminal: inputs on {device}: luminal runs on the CPU and on NVIDIA GPUs (cuda)")
+    if device == "cuda":
+        if requested not in (None, "cuda"):
+            raise RuntimeError(f"luminal: the inputs are on cuda but options ask for backend {requested!r}")
+        why = L.cuda_unavailable_reason()
+        if why:
+            raise RuntimeError(f"luminal: the inputs are on cuda but luminal's cuda backend cannot run here: {why}")
+        return "cuda"
+    if requested == "cuda":
+        raise RuntimeError("luminal: options ask for the cuda backend but the inputs are on the CPU; move the model "
+                           "and inputs to the GPU (no silent fallback to the CPU)")
+    return requested or "cpu"
+
+
 def compile_fx(gm, example_inputs, options):
     global compile_count, last_graph
     compile_count += 1
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-            raise RuntimeError(
-                f"luminal: example input on {x.device}: the luminal Python package runs on the CPU only so far "
-                "(no silent fallback); move the model and inputs to the CPU")
+    options = {**options, "backend": backend_for(example_inputs, options["backend"])}
     from torch._functorch.aot_autograd import make_boxed_func
 
     last_graph = LuminalGraph(gm, options)

@@ -104,6 +104,16 @@ def test_outputs_are_copies_and_inputs_are_set_again_after_changes():
     np.testing.assert_array_equal(c.output("y"), [20, 20, 20])
 
 
+@pytest.mark.skipif(lm.cuda_unavailable_reason() == "", reason="a GPU is here")
+def test_cuda_without_a_gpu_says_why():
+    g = lm.Graph()
+    lm.exp(g.input("x", "f32", [4])).output("y")
+    with pytest.raises(lm.Error, match="(?i)cuda|driver|gpu"):
+        lm.compile(g, backend="cuda")
+    with pytest.raises(lm.Error, match="needs the cuda backend"):
+        lm.compile(g, backend="cpu").set_input_device("x", 0, "f32", [4])
+
+
 def test_take_output_hands_over_the_buffer():
     g = lm.Graph()
     x = g.input("x", "f32", [2, 3])

@@ -248,6 +248,12 @@ def test_bad_option_is_a_clear_error():
         torch.compile(lambda a: a + 1, backend="luminal", options={"backend": "tpu"})(r(3))
 
 
+def test_a_cuda_request_with_cpu_inputs_is_an_error_not_a_fallback():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="no silent fallback"), torch.no_grad():
+        torch.compile(lambda a: a + 1, backend="luminal", options={"backend": "cuda"})(r(3))
+
+
 def test_reference_backend_and_search_options():
     torch._dynamo.reset()
     fn = lambda a, b: torch.relu(a @ b).sum(-1)  # noqa: E731

@@ -1,6 +1,7 @@
 // compile() and the compiled graph for Python: inputs from anything with the buffer protocol
 // (numpy arrays, torch CPU tensors through .numpy()), read in place where dtype and layout
-// allow; outputs as numpy arrays.
+// allow; outputs as numpy arrays. On the cuda backend, inputs may also be device memory given
+// by address (torch CUDA tensors' data_ptr(), read in place) and outputs copied into it.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -10,6 +11,8 @@
 #include "backends/cpu/cpu_plan_timer.h"
 #include "backends/cpu/fused_jit.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_executor.h"
 #include "compiler/compile.h"
 #include "core/cache_paths.h"
 #include "core/error.h"
@@ -53,8 +56,8 @@ class CompiledGraph {
  public:
   CompiledGraph(const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads)
       : backend_(backend) {
-    if (backend != "cpu" && backend != "reference")
-      throw Error("backend '" + backend + "' is not available from Python yet: use 'cpu' or 'reference'");
+    if (backend != "cpu" && backend != "reference" && backend != "cuda")
+      throw Error("backend '" + backend + "' is not one luminal has: use 'cpu', 'cuda' or 'reference'");
     CompileOptions co;
     co.search.limit = search;
     co.cache_dir = cache_dir;
@@ -65,6 +68,10 @@ class CompiledGraph {
       if (search > 0) cpu::search_on_cpu(co, *pool_, true, kernels);
     }
     result_ = compile(*g.g, co);
+    if (backend == "cuda") {  // throws, saying why, where there is no usable GPU
+      cuda_ = std::make_unique<cuda::CudaExecutor>(result_.plan, kernels);
+      return;
+    }
     runtime_ = std::make_unique<Interpreter>(result_.plan);
     if (backend == "cpu") {
       jit_ = std::make_unique<cpu::FusedJit>();
@@ -80,6 +87,12 @@ class CompiledGraph {
     const DType t = array_dtype(a, declared);
     std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
     const bool contiguous = (a.flags() & py::array::c_style) != 0;
+    if (cuda_) {  // uploaded now: the array may change afterwards
+      if (in_place) throw Error("input '" + name + "': in place on the cuda backend means device memory (set_input_device)");
+      py::array c = py::array::ensure(a, py::array::c_style);
+      cuda_->set_input(name, Buffer::borrow(t, shape, static_cast<const uint8_t*>(c.data()), nullptr));
+      return;
+    }
     if (in_place) {  // the caller's array is the input's memory: the plan's in-place update lands there
       if (!updates_in_place(name))
         throw Error("input '" + name + "' is not updated in place by the plan (no lone Scatter into it): set it without in_place");
@@ -108,9 +121,40 @@ class CompiledGraph {
     runtime_->set_input(name, std::move(b));
   }
 
+  // Device memory at `ptr` (this process's CUDA context, as torch's tensors are) read in place;
+  // an input the plan updates in place (a KV cache) is written there.
+  void set_input_device(const std::string& name, uint64_t ptr, const std::string& dtype, const std::vector<int64_t>& shape) {
+    cuda_executor().set_input_device(name, ptr, dtype_arg(dtype), shape);
+  }
+
+  // The output copied into device memory at `ptr` of `bytes` bytes; returns when it is there.
+  void copy_output_to(const std::string& name, uint64_t ptr, size_t bytes) {
+    cuda::CudaExecutor::DeviceTensor t = cuda_executor().output_device(name);
+    size_t have = dtype_size(t.dtype);
+    for (int64_t d : t.shape) have *= static_cast<size_t>(d);
+    if (have != bytes)
+      throw Error("output '" + name + "' holds " + std::to_string(have) + " bytes; the destination has " + std::to_string(bytes));
+    py::gil_scoped_release nogil;
+    cuda::Context& ctx = cuda::Context::get();
+    ctx.copy(ptr, t.ptr, bytes);
+    ctx.synchronize();
+  }
+
+  std::vector<int64_t> output_shape(const std::string& name) const {
+    if (cuda_) return cuda_->output_device(name).shape;
+    return runtime_->output(name).shape();
+  }
+
+  cuda::CudaExecutor& cuda_executor() {
+    if (!cuda_) throw Error("device memory needs the cuda backend (compile(..., backend='cuda')); this graph runs on " + backend_);
+    return *cuda_;
+  }
+
+  const Graph& plan() const { return cuda_ ? cuda_->graph() : runtime_->graph(); }
+
   // Whether a run writes this input in place: its one reader is a Scatter into the whole of it.
   bool updates_in_place(const std::string& name) const {
-    const Graph& plan = runtime_->graph();
+    const Graph& plan = this->plan();
     const NodeId id = plan.find_input(name);
     int readers = 0;
     bool scatter = false;
@@ -125,10 +169,17 @@ class CompiledGraph {
 
   void run() {
     py::gil_scoped_release nogil;
-    runtime_->run();
+    if (cuda_) cuda_->run();
+    else runtime_->run();
+  }
+
+  void set_dim(const std::string& name, int64_t v) {
+    if (cuda_) cuda_->set_dim(name, v);
+    else runtime_->set_dim(name, v);
   }
 
   py::array output(const std::string& name) const {
+    if (cuda_) return to_numpy(cuda_->output(name));
     const Buffer& b = runtime_->output(name);
     py::array a(numpy_dtype(b.dtype()), b.shape());
     std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
@@ -136,7 +187,14 @@ class CompiledGraph {
   }
 
   // The output's own buffer as a numpy array (no copy): the array owns it from now on.
+  static py::array to_numpy(const Buffer& b) {
+    py::array a(numpy_dtype(b.dtype()), b.shape());
+    std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
+    return a;
+  }
+
   py::array take_output(const std::string& name) {
+    if (cuda_) return output(name);  // downloaded: already a copy of its own
     auto* b = new Buffer(runtime_->take_output(name));
     py::capsule owner(b, [](void* p) { delete static_cast<Buffer*>(p); });
     std::vector<py::ssize_t> strides(b->shape().size());
@@ -147,10 +205,15 @@ class CompiledGraph {
     }
     return py::array(numpy_dtype(b->dtype()), b->shape(), strides, b->bytes(), owner);
   }
-  std::string output_dtype(const std::string& name) const { return dtype_name(runtime_->graph().node(runtime_->graph().find_output(name)).dtype); }
+  std::string output_dtype(const std::string& name) const { return dtype_name(plan().node(plan().find_output(name)).dtype); }
+
+  void set_profiling(bool on) {
+    if (cuda_) cuda_->set_profiling(on);
+    else runtime_->set_profiling(on);
+  }
+  std::vector<Interpreter::ProfileEntry> profile() const { return cuda_ ? cuda_->profile() : runtime_->profile(); }
 
   const CompileResult& result() const { return result_; }
-  Interpreter& runtime() { return *runtime_; }
   const std::string& backend() const { return backend_; }
 
  private:
@@ -158,7 +221,8 @@ class CompiledGraph {
   std::unique_ptr<cpu::ThreadPool> pool_;  // before runtime_: its kernels use it
   std::unique_ptr<cpu::FusedJit> jit_;
   CompileResult result_;
-  std::unique_ptr<Interpreter> runtime_;
+  std::unique_ptr<Interpreter> runtime_;       // cpu and reference
+  std::unique_ptr<cuda::CudaExecutor> cuda_;  // cuda
   std::set<std::string> updated_;  // inputs a Scatter may write in place
 };
 
@@ -170,7 +234,13 @@ void bind_runtime(py::module_& m) {
            "an array of the input's shape; read in place when C-contiguous (keep it unchanged until the next set_input); "
            "in_place: the plan's in-place update of this input (a KV cache) writes into the array")
       .def("updates_in_place", &CompiledGraph::updates_in_place, py::arg("name"))
-      .def("set_dim", [](CompiledGraph& c, const std::string& name, int64_t v) { c.runtime().set_dim(name, v); })
+      .def("set_dim", &CompiledGraph::set_dim)
+      .def("set_input_device", &CompiledGraph::set_input_device, py::arg("name"), py::arg("ptr"), py::arg("dtype"), py::arg("shape"),
+           "cuda backend: device memory at ptr (e.g. a torch CUDA tensor's data_ptr()) read in place, and updated in place where "
+           "the plan updates this input (a KV cache); keep it alive and unchanged until the next set_input")
+      .def("copy_output_to", &CompiledGraph::copy_output_to, py::arg("name"), py::arg("ptr"), py::arg("bytes"),
+           "cuda backend: the output copied into device memory at ptr; returns when it is there")
+      .def("output_shape", &CompiledGraph::output_shape)
       .def("run", &CompiledGraph::run)
       .def("output", &CompiledGraph::output, py::arg("name"), "a copy, as numpy (bf16 as uint16 bits)")
       .def("take_output", &CompiledGraph::take_output, py::arg("name"),
@@ -181,16 +251,21 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("plan_nodes", [](const CompiledGraph& c) { return c.result().plan_nodes; })
       .def_property_readonly("cache_hit", [](const CompiledGraph& c) { return c.result().cache_hit; })
       .def("plan", [](const CompiledGraph& c) { return c.result().plan.dump(); })
-      .def("set_profiling", [](CompiledGraph& c, bool on) { c.runtime().set_profiling(on); })
+      .def("set_profiling", &CompiledGraph::set_profiling)
       .def("profile", [](CompiledGraph& c) {
         std::vector<std::tuple<std::string, int64_t, double>> r;
-        for (const auto& e : c.runtime().profile()) r.emplace_back(e.label, e.calls, e.ms);
+        for (const auto& e : c.profile()) r.emplace_back(e.label, e.calls, e.ms);
         return r;
       }, "per kernel kind, slowest first: (label, calls, ms) since profiling was turned on");
   m.def("compile", [](const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads) {
     return std::make_unique<CompiledGraph>(g, backend, search, cache_dir, threads);
   }, py::arg("graph"), py::arg("backend") = "cpu", py::arg("search") = 0, py::arg("cache_dir") = "", py::arg("threads") = 0,
-        "compile a graph's outputs into a plan for a backend ('cpu' or 'reference'); search > 0 profiles that many candidates");
+        "compile a graph's outputs into a plan for a backend ('cpu', 'cuda' or 'reference'); search > 0 profiles that many "
+        "candidates (on the cpu backend's own kernels)");
+  m.def("cuda_unavailable_reason", [] {
+    std::string why = cuda::unavailable_reason();
+    return why;
+  }, "empty when the cuda backend can run here; otherwise what is missing and what to do");
 }
 
 }  // namespace luminal::python

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine, in one call:
+# 1. it builds the extension there, because the device's Python (3.12) is not this machine's;
+# 2. it runs the CUDA pytest suite (python/tests/test_torch_cuda.py: the op cases and tiny
+#    models on CUDA tensors) and the graph API tests;
+# 3. it times torch.compile(backend="luminal") against eager and inductor (reduce-overhead) on a
+#    random-weight Llama-3-8B-shaped model.
+#
+# The device image lacks nlohmann-json's and PCRE2's headers. Make them here, then carry them:
+#   scripts/make_device_deps.sh        # -> build-deps/{include,lib}
+# and through the device tool, with carry ["build-deps"]:
+#   OUT=$OUT bash benchmarks/python_device_run.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/python.log") 2>&1
+export LD_LIBRARY_PATH="$PWD/build-deps/lib:${LD_LIBRARY_PATH:-}"
+echo "== build the extension [${SECONDS}s]"
+python3 -m pip list 2>/dev/null | grep -i -E "^(torch|transformers|pybind11|numpy|pytest) "
+cmake -S . -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMINAL_BUILD_TESTS=OFF \
+  -DCMAKE_CXX_FLAGS="-I$PWD/build-deps/include" -DPCRE2_LIBRARY="$PWD/build-deps/lib/libpcre2-8.so.0" > "$OUT/cmake.txt" 2>&1 \
+  || { tail -n 20 "$OUT/cmake.txt"; exit 1; }
+ninja -C build-py luminal_python > "$OUT/ninja.txt" 2>&1 || { grep -m 20 -E "error|Error" "$OUT/ninja.txt"; exit 1; }
+echo "== pytest on cuda [${SECONDS}s]"
+(cd python/tests && LUMINAL_PYTHON_DIR="$PWD/../../build-py/python" python3 -m pytest -q -p no:cacheprovider \
+  test_torch_cuda.py test_graph_api.py > "$OUT/pytest_cuda.txt" 2>&1)
+grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.txt" | head -n 40
+echo "== torch.compile: luminal, eager, inductor; Llama-3-8B shape, bf16 [${SECONDS}s]"
+PYTHONPATH=build-py/python python3 benchmarks/torch_compile_bench.py --preset "${PRESET:-llama-3-8b}" --dtype bfloat16 \
+  --device cuda --inductor --steps "${STEPS:-32}" --prompt "${PROMPT:-512}" 2>&1 | grep -v -E "Warning|warn\(" | tail -n 8
+echo "== done [${SECONDS}s]"

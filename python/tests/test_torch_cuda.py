@@ -1,0 +1,69 @@
+"""torch.compile(backend="luminal") on CUDA tensors: the op cases and tiny models of the CPU
+suites, run on the GPU by pointer (skipped without a usable GPU; run on the device machine)."""
+import pytest
+import torch
+
+import luminal as lm
+import luminal.torch_backend as tb
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or lm.cuda_unavailable_reason() != "",
+                                reason="no usable GPU here")
+
+from test_torch_ops import CASES, flatten  # noqa: E402
+from test_torch_models import FAMILIES, tiny  # noqa: E402
+
+
+def cuda(x):
+    return x.cuda() if isinstance(x, torch.Tensor) else x
+
+
+@pytest.mark.parametrize("name,fn,inputs,tol", CASES, ids=[c[0] for c in CASES])
+def test_op_matches_eager_on_cuda(name, fn, inputs, tol):
+    torch._dynamo.reset()
+    inputs = tuple(cuda(x) for x in inputs)
+    with torch.no_grad():
+        want = flatten(fn(*inputs))
+        got = flatten(torch.compile(fn, backend="luminal", dynamic=False)(*inputs))
+    for g, w in zip(got, want):
+        assert g.device.type == "cuda" and g.dtype == w.dtype and g.shape == w.shape
+        if not w.is_floating_point():
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        else:  # GPU kernels sum in other orders than eager's (and TF32 is off in luminal)
+            torch.testing.assert_close(g.float(), w.float(), rtol=max(tol, 1e-4), atol=max(tol, 1e-4), equal_nan=True)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_models_on_cuda(family):
+    torch._dynamo.reset()
+    model = tiny(family).cuda()
+    ids = torch.tensor([[1, 5, 9, 33, 2, 17, 60, 4, 8]], device="cuda")
+    with torch.no_grad():
+        want = model(ids, use_cache=False).logits
+        got = torch.compile(model, backend="luminal")(ids, use_cache=False).logits
+    assert tb.last_graph.cuda
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+
+
+def test_static_cache_decode_on_cuda_updates_the_cache_in_place():
+    torch._dynamo.reset()
+    model = tiny("llama").cuda()
+    from transformers import StaticCache
+
+    def decode(forward, steps=6):
+        cache = StaticCache(config=model.config, max_cache_len=32)
+        ids = torch.tensor([[1, 2, 3, 4, 5]], device="cuda")
+        logits = model(ids, past_key_values=cache, cache_position=torch.arange(5, device="cuda"), use_cache=True).logits[:, -1]
+        out = [logits]
+        for pos in range(5, 5 + steps):
+            tok = logits.argmax(-1, keepdim=True)
+            logits = forward(tok, past_key_values=cache, cache_position=torch.tensor([pos], device="cuda"), use_cache=True).logits[:, -1]
+            out.append(logits)
+        return torch.stack(out), cache
+
+    with torch.no_grad():
+        want, want_cache = decode(model)
+        got, got_cache = decode(torch.compile(model, backend="luminal"))
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    assert sum(m[3] for m in tb.last_graph.mutations) == 2 * model.config.num_hidden_layers
+    for g, w in zip(got_cache.layers, want_cache.layers):
+        torch.testing.assert_close(g.keys, w.keys, rtol=1e-4, atol=1e-4)
