@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what luminal needs to build and test, skipping what is already present: Debian
-# packages, then the Python packages of the Python extension and its tests (pybind11, numpy,
-# pytest, torch, transformers) from PyPI.
+# packages; with --python also the Python packages of the Python extension and its tests
+# (pybind11, numpy, pytest, torch, transformers) from PyPI.
 set -euo pipefail
+with_python=0
+[ "${1:-}" = "--python" ] && with_python=1
 packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libpcre2-dev xz-utils)
 command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-dev python3-pip)
 missing=()
@@ -16,6 +18,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+[ "$with_python" = 1 ] || exit 0
 # The extension needs Python's headers (a Debian python3 has them in python3-dev).
 if ! python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   $SUDO apt-get update -qq

@@ -2,7 +2,10 @@
 # The test command: installs dependencies, builds everything, runs every test with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --python
+# Configured again even where build/ exists: the Python extension is built only when pybind11
+# was found at configure time, and here it must be (LUMINAL_REQUIRE_PYTHON).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMINAL_REQUIRE_PYTHON=ON > /dev/null
 scripts/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)"
