@@ -26,6 +26,9 @@ from .aten_lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
 OPTIONS = {"backend": None, "search": 0, "threads": 0}
 _IGNORED_KWARGS = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "requires_grad"}
 
+# The torch dtype of each luminal dtype a result is held in.
+_HELD = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "bool": torch.bool}
+
 # How many graphs this process compiled, and the last one (tests count recompiles with them).
 compile_count = 0
 last_graph = None
@@ -137,6 +140,7 @@ class LuminalGraph:
         self.cuda = options["backend"] == "cuda"
         self._keep = {}  # converted copies of device inputs (int64 -> int32), alive while set
         self.compiled = self._compile()
+        self._in_place = {m[1] for m in self.mutations if m[3]}  # inputs the runs update in the caller's memory
         self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
         self.sets = 0  # inputs handed to the runtime so far
         self._lock = threading.Lock()
@@ -290,7 +294,7 @@ class LuminalGraph:
             for name, t in self.constants.items():  # set on the first call (compiling runs under fake tensors)
                 self._set(name, t)
             dims = {}
-            in_place = {m[1] for m in self.mutations if m[3]}
+            in_place = self._in_place
             for spec, a in zip(self.inputs, args):
                 if spec[0] == "tensor":
                     self._set(spec[1], a, spec[1] in in_place)
@@ -316,8 +320,7 @@ class LuminalGraph:
         if kind == "dim":
             return spec[1].eval(dims)
         if self.cuda:
-            held = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "bool": torch.bool}
-            out = torch.empty(self.compiled.output_shape(spec[1]), dtype=held[self.compiled.output_dtype(spec[1])], device="cuda")
+            out = torch.empty(self.compiled.output_shape(spec[1]), dtype=_HELD[self.compiled.output_dtype(spec[1])], device="cuda")
             self.compiled.copy_output_to(spec[1], out.data_ptr(), out.numel() * out.element_size())
             return out if out.dtype == spec[2] else out.to(spec[2])
         a = self.compiled.take_output(spec[1])  # the runtime's buffer itself: no copy
