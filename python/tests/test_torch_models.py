@@ -95,3 +95,16 @@ def test_weights_are_set_once():
         for ids in ([[4, 5, 6]], [[7, 8, 9]]):
             fn(torch.tensor(ids), use_cache=False)
     assert graph.sets - sets_before == 2  # one input (the ids) per call
+
+
+def test_prompts_of_new_lengths_reuse_the_plan():
+    """One compile for prompts of several lengths (dynamic sizes from the first call on)."""
+    torch._dynamo.reset()
+    model = tiny("qwen3")
+    fn = torch.compile(model, backend="luminal", dynamic=True)
+    before = tb.compile_count
+    with torch.no_grad():
+        for n in (3, 7, 12, 5):
+            ids = torch.arange(1, n + 1).unsqueeze(0) * 7 % 128
+            torch.testing.assert_close(fn(ids, use_cache=False).logits, model(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4)
+    assert tb.compile_count - before == 1
