@@ -3,7 +3,7 @@
 Dynamo hands the backend a captured graph; AOTAutograd (with PyTorch's core-aten
 decompositions) turns it into an aten-level FX graph with parameters lifted to inputs and
 in-place updates made functional. That graph is walked node by node into a luminal Graph
-(aten_lowering.py), compiled once for its symbolic shapes, and run on every call:
+(the lowering package), compiled once for its symbolic shapes, and run on every call:
 
 * symbolic sizes (SymInts) become luminal dims, so new sequence lengths reuse the plan;
 * tensors go in by pointer where dtype and layout allow (numpy views of CPU tensors), and an
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import _luminal as L
-from .aten_lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
+from .lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
 
 OPTIONS = {"backend": None, "search": 0, "threads": 0}
 _IGNORED_KWARGS = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "requires_grad"}
