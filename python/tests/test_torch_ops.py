@@ -365,3 +365,33 @@ def test_int_dtypes(name, fn, dtype):
         got = torch.compile(fn, backend="luminal", dynamic=False)(a, b)
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_call_while_another_runs_is_refused():
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a: a * 2, backend="luminal")
+    with torch.no_grad():
+        fn(r(3))
+        graph = tb.last_graph
+        graph._lock.acquire()  # as if another thread were inside a call
+        try:
+            with pytest.raises(RuntimeError, match="two threads at once"):
+                fn(r(3))
+        finally:
+            graph._lock.release()
+        torch.testing.assert_close(fn(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_compiled_function_survives_garbage_collection_of_temporaries():
+    import gc
+
+    torch._dynamo.reset()
+    weight = r(4, 4)
+    fn = torch.compile(lambda x: x @ weight.t() + 1, backend="luminal")
+    want = torch.ones(2, 4) @ weight.t() + 1
+    with torch.no_grad():
+        fn(r(2, 4))
+        gc.collect()
+        for _ in range(3):
+            torch.testing.assert_close(fn(torch.ones(2, 4)), want, rtol=1e-5, atol=1e-5)
+            gc.collect()
