@@ -26,8 +26,13 @@ from .lowering import LOWERINGS, NAMED_LOWERINGS, Lowering, luminal_dtype
 OPTIONS = {"backend": None, "search": 0, "threads": 0}
 _IGNORED_KWARGS = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "requires_grad"}
 
-# The torch dtype of each luminal dtype a result is held in.
+# The torch dtype of each luminal dtype a value is held in.
 _HELD = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "bool": torch.bool}
+
+
+def held_dtype(dt):
+    """The torch dtype luminal holds a torch dtype in (int64 as int32, float64 as float32)."""
+    return _HELD[luminal_dtype(dt)]
 
 # How many graphs this process compiled, and the last one (tests count recompiles with them).
 compile_count = 0
@@ -172,10 +177,11 @@ class LuminalGraph:
             return value
         p = self._placeholder_nodes.index(dst)
         spec = self.inputs[p]
-        native = spec[0] == "tensor" and spec[2] in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool)
+        native = spec[0] == "tensor" and held_dtype(spec[2]) == spec[2]
         put = isinstance(src, torch.fx.Node) and src.target in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default)
         only_put = put and src.args[0] is dst and all(u is src or u.target == torch.ops.aten.copy_.default for u in dst.users)
-        value = value if isinstance(value, L.Tensor) else env[dst]
+        if not isinstance(value, L.Tensor):
+            raise LoweringError(f"luminal: copy_ into an input of a non-tensor value{where_from(node)}")
         self.mutations.append((p, spec[1], value, bool(native and only_put)))
         return value
 
@@ -227,7 +233,7 @@ class LuminalGraph:
             raise LoweringError(f"luminal: lowering {node.target} failed{where_from(node)}: {e}") from e
 
     def _outputs(self, node, env):
-        placeholders = [n for n in node.graph.nodes if n.op == "placeholder"]
+        placeholders = self._placeholder_nodes
         for j, out in enumerate(node.args[0]):
             if out is None:
                 self.outputs.append(("value", None))
@@ -253,39 +259,24 @@ class LuminalGraph:
         if self._last.get(name) == key:
             return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
         t = t.detach()
-        if self.cuda:
-            self._set_device(name, t, in_place)
-            self._last[name] = key
-            self.sets += 1
-            return
-        if in_place:  # the runtime updates the caller's tensor itself
+        held = held_dtype(t.dtype)
+        if in_place:  # the runtime updates the caller's tensor itself: no copy may stand between
+            if held != t.dtype:
+                raise RuntimeError(f"luminal: input {name} ({t.dtype}) is updated in place but luminal holds it as a 32-bit type")
             if not t.is_contiguous():
                 raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
-            a = t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-            self.compiled.set_input(name, a, "bf16" if t.dtype == torch.bfloat16 else "", in_place=True)
-        elif t.dtype == torch.bfloat16:
-            self.compiled.set_input(name, t.contiguous().view(torch.int16).numpy().view(np.uint16), "bf16")
-        elif t.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
-            self.compiled.set_input(name, t.to(torch.int32).numpy())
-        elif t.dtype == torch.float64:
-            self.compiled.set_input(name, t.to(torch.float32).numpy())
+        elif held != t.dtype:
+            t = t.to(held)
+        if self.cuda:  # by pointer: the tensor read must stay alive while it is set
+            t = t.contiguous()
+            self._keep[name] = t
+            self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+        elif t.dtype == torch.bfloat16:  # numpy has no bf16: its bits
+            self.compiled.set_input(name, t.view(torch.int16).numpy().view(np.uint16), "bf16", in_place=in_place)
         else:
-            self.compiled.set_input(name, t.numpy())
+            self.compiled.set_input(name, t.numpy(), in_place=in_place)
         self._last[name] = key
         self.sets += 1
-
-    def _set_device(self, name, t, in_place):
-        """A CUDA tensor by pointer, read in place (and updated in place where the plan does)."""
-        if t.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8, torch.float64):
-            if in_place:
-                raise RuntimeError(f"luminal: input {name} ({t.dtype}) is updated in place but luminal holds it as a 32-bit type")
-            t = t.to(torch.float32 if t.dtype == torch.float64 else torch.int32)
-        elif not t.is_contiguous():
-            if in_place:
-                raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
-            t = t.contiguous()
-        self._keep[name] = t
-        self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
 
     def __call__(self, *args):
         if not self._lock.acquire(blocking=False):

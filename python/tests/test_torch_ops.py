@@ -87,6 +87,7 @@ CASES = [
     ("prod", lambda a: a.prod(-1), (r(3, 4),), 1e-5),
     ("var", lambda a: a.var(-1), (r(3, 6),), 1e-5),
     ("std", lambda a: a.std(0, correction=0), (r(5, 3),), 1e-5),
+    ("var_dim_positional", lambda a: torch.ops.aten.var.dim(a, [1], False, True), (r(3, 6),), 1e-5),
     ("any_all", lambda a: (a > 1).any(-1) | (a > -3).all(-1), (r(4, 6),), 0),
     ("cumsum", lambda a: a.cumsum(1), (r(3, 6),), 1e-5),
     ("cumprod", lambda a: a.cumprod(-1), (r(3, 6),), 1e-5),

@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <set>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -21,6 +22,21 @@
 namespace luminal::python {
 
 namespace {
+
+// The inputs a run writes in place: each one's lone reader is a Scatter into the whole of it.
+std::set<std::string> inputs_updated_in_place(const Graph& plan) {
+  std::map<NodeId, int> readers;
+  std::set<NodeId> scattered;
+  for (const Node& n : plan.nodes())
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      ++readers[n.inputs[k].src];
+      if (k == 0 && scatter_can_update_input(plan, n)) scattered.insert(n.inputs[0].src);
+    }
+  std::set<std::string> names;
+  for (NodeId id : scattered)
+    if (readers[id] == 1) names.insert(plan.node(id).name);
+  return names;
+}
 
 // numpy's element type for a dtype; bf16 has none, so its bits travel as uint16.
 py::dtype numpy_dtype(DType t) {
@@ -52,6 +68,20 @@ DType array_dtype(const py::array& a, const std::string& declared) {
               " are not supported: use float32, float16, int32 or bool (int64 -> int32 first; bf16 as uint16 with dtype='bf16')");
 }
 
+// Keeps the caller's array (and so its memory) alive while the runtime reads it in place.
+std::shared_ptr<const void> array_owner(const py::array& a) {
+  return std::shared_ptr<const void>(new py::object(a), [](const void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<const py::object*>(p);
+  });
+}
+
+py::array to_numpy(const Buffer& b) {  // a copy
+  py::array a(numpy_dtype(b.dtype()), b.shape());
+  std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
+  return a;
+}
+
 class CompiledGraph {
  public:
   CompiledGraph(const PyGraph& g, const std::string& backend, int search, const std::string& cache_dir, int threads)
@@ -68,6 +98,7 @@ class CompiledGraph {
       if (search > 0) cpu::search_on_cpu(co, *pool_, true, kernels);
     }
     result_ = compile(*g.g, co);
+    in_place_ = inputs_updated_in_place(result_.plan);
     if (backend == "cuda") {  // throws, saying why, where there is no usable GPU
       cuda_ = std::make_unique<cuda::CudaExecutor>(result_.plan, kernels);
       return;
@@ -98,21 +129,13 @@ class CompiledGraph {
         throw Error("input '" + name + "' is not updated in place by the plan (no lone Scatter into it): set it without in_place");
       if (!contiguous || !a.writeable() || t != runtime_->graph().node(runtime_->graph().find_input(name)).dtype)
         throw Error("input '" + name + "' in place needs a writable C-contiguous array of the input's dtype");
-      auto owner = std::shared_ptr<const void>(new py::object(a), [](const void* p) {
-        py::gil_scoped_acquire gil;
-        delete static_cast<const py::object*>(p);
-      });
-      runtime_->set_input(name, Buffer::borrow_writable(t, shape, static_cast<uint8_t*>(const_cast<void*>(a.data())), owner));
+      runtime_->set_input(name, Buffer::borrow_writable(t, shape, static_cast<uint8_t*>(const_cast<void*>(a.data())), array_owner(a)));
       return;
     }
     // In place: a contiguous array that the plan never writes (a KV cache updated in place is
     // copied, so the caller's array is not changed behind its back).
     if (contiguous && !updated_.count(name)) {
-      auto owner = std::shared_ptr<const void>(new py::object(a), [](const void* p) {
-        py::gil_scoped_acquire gil;
-        delete static_cast<const py::object*>(p);
-      });
-      runtime_->set_input(name, Buffer::borrow(t, shape, static_cast<const uint8_t*>(a.data()), owner));
+      runtime_->set_input(name, Buffer::borrow(t, shape, static_cast<const uint8_t*>(a.data()), array_owner(a)));
       return;
     }
     py::array c = py::array::ensure(a, py::array::c_style);
@@ -152,19 +175,10 @@ class CompiledGraph {
 
   const Graph& plan() const { return cuda_ ? cuda_->graph() : runtime_->graph(); }
 
-  // Whether a run writes this input in place: its one reader is a Scatter into the whole of it.
+  // Whether a run writes this input in place (computed once: set_input asks on every call).
   bool updates_in_place(const std::string& name) const {
-    const Graph& plan = this->plan();
-    const NodeId id = plan.find_input(name);
-    int readers = 0;
-    bool scatter = false;
-    for (const Node& n : plan.nodes())
-      for (size_t k = 0; k < n.inputs.size(); ++k)
-        if (n.inputs[k].src == id) {
-          ++readers;
-          scatter = scatter || (k == 0 && scatter_can_update_input(plan, n));
-        }
-    return readers == 1 && scatter;
+    plan().find_input(name);  // throws, listing the inputs, for an unknown name
+    return in_place_.count(name) != 0;
   }
 
   void run() {
@@ -178,21 +192,9 @@ class CompiledGraph {
     else runtime_->set_dim(name, v);
   }
 
-  py::array output(const std::string& name) const {
-    if (cuda_) return to_numpy(cuda_->output(name));
-    const Buffer& b = runtime_->output(name);
-    py::array a(numpy_dtype(b.dtype()), b.shape());
-    std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
-    return a;
-  }
+  py::array output(const std::string& name) const { return cuda_ ? to_numpy(cuda_->output(name)) : to_numpy(runtime_->output(name)); }
 
   // The output's own buffer as a numpy array (no copy): the array owns it from now on.
-  static py::array to_numpy(const Buffer& b) {
-    py::array a(numpy_dtype(b.dtype()), b.shape());
-    std::memcpy(a.mutable_data(), b.bytes(), b.nbytes());
-    return a;
-  }
-
   py::array take_output(const std::string& name) {
     if (cuda_) return output(name);  // downloaded: already a copy of its own
     auto* b = new Buffer(runtime_->take_output(name));
@@ -223,7 +225,8 @@ class CompiledGraph {
   CompileResult result_;
   std::unique_ptr<Interpreter> runtime_;       // cpu and reference
   std::unique_ptr<cuda::CudaExecutor> cuda_;  // cuda
-  std::set<std::string> updated_;  // inputs a Scatter may write in place
+  std::set<std::string> updated_;   // inputs a Scatter may write in place
+  std::set<std::string> in_place_;  // inputs a run does write in place
 };
 
 }  // namespace
@@ -262,10 +265,7 @@ void bind_runtime(py::module_& m) {
   }, py::arg("graph"), py::arg("backend") = "cpu", py::arg("search") = 0, py::arg("cache_dir") = "", py::arg("threads") = 0,
         "compile a graph's outputs into a plan for a backend ('cpu', 'cuda' or 'reference'); search > 0 profiles that many "
         "candidates (on the cpu backend's own kernels)");
-  m.def("cuda_unavailable_reason", [] {
-    std::string why = cuda::unavailable_reason();
-    return why;
-  }, "empty when the cuda backend can run here; otherwise what is missing and what to do");
+  m.def("cuda_unavailable_reason", &cuda::unavailable_reason, "empty when the cuda backend can run here; otherwise what is missing and what to do");
 }
 
 }  // namespace luminal::python

@@ -109,13 +109,6 @@ def dims_of(x, dim):
     return [dim] if isinstance(dim, int) else list(dim)
 
 
-def numel(x):
-    n = 1
-    for s in x.shape:
-        n = s * n
-    return n
-
-
 def const_value(e):
     return e if isinstance(e, int) else e.value()
 
@@ -133,6 +126,12 @@ def prod_of(xs):
 
 def size_tensor(cx, size):
     """A scalar i32 tensor holding a (possibly symbolic) size."""
-    if isinstance(size, int) or size.is_const():
-        return cx.graph.constant(float(size if isinstance(size, int) else size.value()), "i32")
+    if is_const(size):
+        return cx.graph.constant(float(const_value(size)), "i32")
     return L.reshape(cx.graph.arange(size, size + 1, 1, "i32"), [])
+
+
+def wrap_negative(cx, index, size):
+    """Integer indices with negative ones counted from the end of a dim of `size`."""
+    index = to_dtype(index, "i32")
+    return L.where(L.lt(index, 0), L.add(index, size_tensor(cx, size)), index)

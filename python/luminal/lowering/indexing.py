@@ -7,10 +7,6 @@ def _embedding(cx, w, ids, *_):
     return L.embedding(w, to_dtype(ids, "i32"))
 
 
-
-
-
-
 class IndexedRows:
     """x viewed as rows over its indexed dims (merged into one, first) and the broadcast index
     tensors as one flat row index: what aten.index and aten.index_put have in common."""
@@ -30,8 +26,7 @@ class IndexedRows:
         self.bshape = [cx._exprs(v) for v in torch.broadcast_shapes(*[n.meta["val"].shape for n in index_nodes])]
         flat = None
         for k, d in enumerate(self.dims):
-            t = to_dtype(indices[d], "i32")
-            t = L.where(L.lt(t, 0), L.add(t, size_tensor(cx, sizes[k])), t)  # negative indices count from the end
+            t = wrap_negative(cx, indices[d], sizes[k])
             stride = prod_of(sizes[k + 1:])
             if not (isinstance(stride, int) and stride == 1):
                 t = L.mul(t, size_tensor(cx, stride))
@@ -67,10 +62,8 @@ def _index_put(cx, x, indices, values, accumulate=False):
         return _put_along(cx, x, given[0][0], given[0][1], values)
     ix = IndexedRows(cx, x, list(indices))
     order = ix.result_order()
-    target = [None] * len(order)
     full = ix.bshape + ix.rest_shape
-    for i, o in enumerate(order):
-        target[i] = full[o]
+    target = [full[o] for o in order]  # the indexed result's shape, which values broadcast to
     values = L.expand(to_dtype(as_tensor(cx, values, x.dtype), x.dtype), target)
     inverse = [order.index(i) for i in range(len(order))]
     values = L.reshape(L.contiguous(L.permute(values, inverse)), [prod_of(ix.bshape)] + ix.rest_shape)
@@ -95,8 +88,7 @@ def _put_along(cx, x, dim, index, values):
     target = list(x.shape)
     target[dim] = k
     values = L.contiguous(L.expand(to_dtype(as_tensor(cx, values, x.dtype), x.dtype), target))
-    index = to_dtype(index, "i32")
-    index = L.where(L.lt(index, 0), L.add(index, size_tensor(cx, x.shape[dim])), index)
+    index = wrap_negative(cx, index, x.shape[dim])
     shape = [1] * x.ndim
     shape[dim] = k
     index = L.contiguous(L.expand(L.reshape(index, shape), target))
@@ -145,7 +137,7 @@ def _scatter_add_rows(cx, x, dim, index, src):
     pads = [(0, 0) if d == dim else (0, x.shape[d] - idx.shape[d]) for d in range(x.ndim)]
     if any(not (isinstance(b, int) and b == 0) for _, b in pads):
         contrib = L.pad(contrib, pads, 0.0)
-    return contrib, hit
+    return contrib
 
 
 def _crop(t, shape):
@@ -163,15 +155,13 @@ def _scatter(cx, x, dim, index, src):
 
 @lower(aten.scatter_add.default)
 def _scatter_add(cx, x, dim, index, src):
-    contrib, _ = _scatter_add_rows(cx, x, dim, index, src)
-    return L.add(x, contrib)
+    return L.add(x, _scatter_add_rows(cx, x, dim, index, src))
 
 
 @lower(aten.scatter_reduce.two)
 def _scatter_reduce(cx, x, dim, index, src, reduce, include_self=True):
     if reduce != "sum":
         raise NotImplementedError(f"scatter_reduce with reduce={reduce!r} (sum is supported)")
-    contrib, _ = _scatter_add_rows(cx, x, dim, index, src)
-    if include_self:
-        return L.add(x, contrib)
-    raise NotImplementedError("scatter_reduce with include_self=False")
+    if not include_self:
+        raise NotImplementedError("scatter_reduce with include_self=False")
+    return L.add(x, _scatter_add_rows(cx, x, dim, index, src))

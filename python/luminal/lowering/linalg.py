@@ -60,7 +60,7 @@ NAMED_LOWERINGS = {
 def _histc(cx, x, bins=100, min=0, max=0):
     if min == max:
         raise NotImplementedError("histc with min == max (a range taken from the data)")
-    x = L.reshape(to_dtype(x, "f32"), [numel(x)])
+    x = L.reshape(to_dtype(x, "f32"), [prod_of(x.shape)])
     at = L.cast(L.floor(L.mul(L.sub(x, float(min)), float(bins) / (float(max) - float(min)))), "i32")
     at = L.where(L.eq(x, float(max)), scalar(cx, bins - 1, "i32"), at)  # the top edge belongs to the last bin
     inside = L.logical_and(L.ge(x, float(min)), L.le(x, float(max)))

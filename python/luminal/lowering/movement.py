@@ -5,13 +5,9 @@ from .common import *  # noqa: F401,F403  the registry, dtypes and helpers every
 def resolve_shape(x, shape):
     """A view's target shape with at most one -1, the rest kept."""
     shape = list(shape)
-    if any(isinstance(s, int) and s == -1 for s in shape):
-        known = 1
-        for s in shape:
-            if not (isinstance(s, int) and s == -1):
-                known = s * known
-        i = next(i for i, s in enumerate(shape) if isinstance(s, int) and s == -1)
-        shape[i] = numel(x) // known
+    free = [i for i, s in enumerate(shape) if isinstance(s, int) and s == -1]
+    if free:
+        shape[free[0]] = prod_of(x.shape) // prod_of(s for i, s in enumerate(shape) if i != free[0])
     return shape
 
 
@@ -69,10 +65,6 @@ def _slice(cx, x, dim=0, start=None, end=None, step=1):
         start = min(start, const_value(size))
     length = cx.out_shape()[dim]
     return L.slice(x, dim, start, start + (length - 1) * step + 1 if step != 1 else start + length, step)
-
-
-
-
 
 
 @lower(aten.select.int)
@@ -157,8 +149,6 @@ def _tril(cx, x, k=0):
 @lower(aten.triu.default)
 def _triu(cx, x, k=0):
     return L.triu(x, k)
-
-
 
 
 @lower(operator.getitem)

@@ -26,22 +26,25 @@ lower(aten.any.dim, aten.any.dims, aten.any.default)(reduction(lambda x, d, k: L
 lower(aten.all.dim, aten.all.dims, aten.all.default)(reduction(lambda x, d, k: L.all(to_dtype(x, "bool"), d, k), cast_to_out=False))
 
 
-@lower(aten.var.correction, aten.var.dim)
-def _var(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
-    c = 1 if correction is None else correction
-    if unbiased is not None and correction is None and not isinstance(unbiased, bool):
-        keepdim, unbiased = unbiased, True
-    if unbiased is False:
-        c = 0
-    return L.var(to_dtype(x, cx.out_dtype()), dims_of(x, dim), int(c), keepdim)
+def correction_of(unbiased, correction):
+    """The divisor's correction (n - c) of var/std: 1 unless unbiased=False or given."""
+    return 0 if unbiased is False else (1 if correction is None else int(correction))
 
 
-@lower(aten.std.correction, aten.std.dim)
-def _std(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
-    c = 1 if correction is None else correction
-    if unbiased is False:
-        c = 0
-    return L.std(to_dtype(x, cx.out_dtype()), dims_of(x, dim), int(c), keepdim)
+def spread(fn):
+    """var or std in both of aten's forms: .correction (keyword correction) and .dim (unbiased)."""
+
+    def with_correction(cx, x, dim=None, correction=None, keepdim=False):
+        return fn(to_dtype(x, cx.out_dtype()), dims_of(x, dim), correction_of(None, correction), keepdim)
+
+    def with_unbiased(cx, x, dim=None, unbiased=True, keepdim=False):
+        return fn(to_dtype(x, cx.out_dtype()), dims_of(x, dim), correction_of(unbiased, None), keepdim)
+
+    return with_correction, with_unbiased
+
+
+LOWERINGS[aten.var.correction], LOWERINGS[aten.var.dim] = spread(L.var)
+LOWERINGS[aten.std.correction], LOWERINGS[aten.std.dim] = spread(L.std)
 
 
 @lower(aten.max.dim)
@@ -57,17 +60,15 @@ def _min_dim(cx, x, dim, keepdim=False):
 @lower(aten.argmax.default)
 def _argmax(cx, x, dim=None, keepdim=False):
     if dim is None:
-        return L.argmax(L.reshape(x, [numel(x)]), 0, False)
+        return L.argmax(L.reshape(x, [prod_of(x.shape)]), 0, False)
     return L.argmax(x, dim, keepdim)
 
 
 @lower(aten.argmin.default)
 def _argmin(cx, x, dim=None, keepdim=False):
     if dim is None:
-        return L.argmin(L.reshape(x, [numel(x)]), 0, False)
+        return L.argmin(L.reshape(x, [prod_of(x.shape)]), 0, False)
     return L.argmin(x, dim, keepdim)
-
-
 
 
 @lower(aten.cumsum.default)
@@ -115,8 +116,6 @@ def _rms_norm(cx, x, normalized_shape, weight=None, eps=None):
     return to_dtype(L.rms_norm(f32(x), f32(weight), eps), cx.out_dtype())
 
 
-
-
 @lower(aten.native_group_norm.default)
 def _group_norm(cx, x, weight, bias, n, c, hw, groups, eps):
     """[N, C, *] normalised over each group of C // groups channels and the spatial dims."""
@@ -135,9 +134,13 @@ def _group_norm(cx, x, weight, bias, n, c, hw, groups, eps):
     return to_dtype(y, dtype), L.reshape(mean, [x.shape[0], groups]), L.reshape(rstd, [x.shape[0], groups])
 
 
-@lower(aten.var_mean.correction, aten.var_mean.dim)
-def _var_mean(cx, x, dim=None, unbiased=None, correction=None, keepdim=False, **kw):
-    c = 0 if unbiased is False else (1 if correction is None else correction)
+@lower(aten.var_mean.correction)
+def _var_mean(cx, x, dim=None, correction=None, keepdim=False):
     axes = dims_of(x, dim)
     x = to_dtype(x, cx.out_dtype(0))
-    return L.var(x, axes, int(c), keepdim), L.mean(x, axes, keepdim)
+    return L.var(x, axes, correction_of(None, correction), keepdim), L.mean(x, axes, keepdim)
+
+
+@lower(aten.var_mean.dim)
+def _var_mean_dim(cx, x, dim=None, unbiased=True, keepdim=False):
+    return _var_mean(cx, x, dim, correction_of(unbiased, None), keepdim)

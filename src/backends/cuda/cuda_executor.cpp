@@ -523,20 +523,16 @@ void CudaExecutor::find_linear_groups() {
     g.members = members;
     g.kernels = std::move(*k);
     g.offsets.push_back(0);
+    // Laid end to end, the weights must be one matrix: no padding between them, so each is a
+    // whole number of the 256-byte steps the group's allocation places them at.
+    bool dense = true;
     for (NodeId m : members) {
       const Node& w = graph_.node(graph_.node(m).inputs[1].src);
       size_t bytes = dtype_size(w.dtype);
       for (const Expr& e : w.shape) bytes *= static_cast<size_t>(*e.as_const());
+      dense = dense && bytes % 256 == 0;
       g.weights.push_back(graph_.node(m).inputs[1].src);
-      g.offsets.push_back(g.offsets.back() + (bytes + 255) / 256 * 256);
-    }
-    // Laid end to end, the weights must be one matrix: no padding between them.
-    bool dense = true;
-    for (size_t i = 0; i + 1 < g.offsets.size(); ++i) {
-      const Node& w = graph_.node(g.weights[i]);
-      size_t bytes = dtype_size(w.dtype);
-      for (const Expr& e : w.shape) bytes *= static_cast<size_t>(*e.as_const());
-      dense = dense && g.offsets[i + 1] - g.offsets[i] == bytes;
+      g.offsets.push_back(g.offsets.back() + bytes);
     }
     if (!dense) continue;
     for (NodeId m : members) group_of_member_[m] = groups_.size();
@@ -630,23 +626,24 @@ void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DTyp
   ++input_versions_[id];
 }
 
-CudaExecutor::DeviceTensor CudaExecutor::output_device(const std::string& name) const {
-  auto it = outputs_.find(name);
-  if (it == outputs_.end()) {
-    graph_.find_output(name);
-    throw Error("output '" + name + "' has not been computed yet: call run() first");
-  }
-  return DeviceTensor{it->second.ptr, it->second.dtype, it->second.shape};
-}
-
-Buffer CudaExecutor::output(const std::string& name) const {
+const CudaExecutor::DeviceBuffer& CudaExecutor::computed_output(const std::string& name) const {
   auto it = outputs_.find(name);
   if (it == outputs_.end()) {
     graph_.find_output(name);  // throws, listing the outputs, if the name is wrong
     throw Error("output '" + name + "' has not been computed yet: call run() first");
   }
-  Buffer b(it->second.dtype, it->second.shape);
-  ctx_.download(b.bytes(), it->second.ptr, b.nbytes());
+  return it->second;
+}
+
+CudaExecutor::DeviceTensor CudaExecutor::output_device(const std::string& name) const {
+  const DeviceBuffer& o = computed_output(name);
+  return DeviceTensor{o.ptr, o.dtype, o.shape};
+}
+
+Buffer CudaExecutor::output(const std::string& name) const {
+  const DeviceBuffer& o = computed_output(name);
+  Buffer b(o.dtype, o.shape);
+  ctx_.download(b.bytes(), o.ptr, b.nbytes());
   return b;
 }
 

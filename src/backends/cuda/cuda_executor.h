@@ -112,6 +112,7 @@ class CudaExecutor {
     bool borrowed = false;  // an input in the caller's memory (set_input_device): never freed here
   };
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
+  const DeviceBuffer& computed_output(const std::string& name) const;  // Error: unknown or not run yet
   void give_back(DeviceBuffer b);
   void bind_dims();
   // Sizes for buffers and grids: the dims with bucketed ones rounded up (plan_dims_). Shapes a
