@@ -1,6 +1,7 @@
 #pragma once
 // A small option parser shared by the commands: "--name value" options and "--flag" switches,
 // each declared with its help line, so every command gets --help and clear errors for free.
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>

@@ -1,6 +1,7 @@
 #pragma once
 // What the model commands share: the model options, loading a model and its tokenizer with a
 // progress line on a terminal, and parsing "--ids".
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

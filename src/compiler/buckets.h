@@ -1,6 +1,7 @@
 #pragma once
 // Dynamic-dim buckets: ranges of a dim (e.g. tokens this step in 1, 2-64, 65-4096) that each
 // get their own searched plan, and a runtime that dispatches on the bound value.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

@@ -1,6 +1,7 @@
 #pragma once
 // Extraction: choosing one e-node per class. A cost model gives the first plan; the search
 // (later) mutates choices and times candidates on the device.
+#include <cstdint>
 #include "egraph/convert.h"
 
 namespace luminal {

@@ -1,6 +1,7 @@
 #pragma once
 // Rewrite rules as data: patterns over ops, named guards and attribute builders written in C++,
 // rulesets and a schedule. Parsed from rule files (see rules/*.rules and docs/rules.md).
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

@@ -1,6 +1,7 @@
 #pragma once
 // Every frontend op, as free functions over Tensor. See docs/frontend.md for the semantics and
 // how each op is composed from primitives.
+#include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>

@@ -4,6 +4,7 @@
 //
 // A Tensor is (graph, node, view): movement ops return a new view of the same node and add no
 // node; math ops add nodes. Axes may be negative (counted from the end), as in numpy/torch.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 #pragma once
 // The primitive op set (HLIR). Every model reduces to these; see docs/ops.md for exact semantics.
+#include <cstdint>
 #include <string>
 
 namespace luminal {

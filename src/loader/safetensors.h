@@ -2,6 +2,7 @@
 // safetensors checkpoints (https://github.com/huggingface/safetensors): an 8-byte header length,
 // a JSON header of {name: {dtype, shape, data_offsets}}, then the raw little-endian data. Files
 // are memory-mapped; a folder may hold one file or shards listed in model.safetensors.index.json.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>

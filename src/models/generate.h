@@ -1,6 +1,7 @@
 #pragma once
 // The generate loop: prefill the whole prompt in one step, then decode token by token through
 // the KV cache, sampling each next token, streaming text, stopping on eos or a stop string.
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

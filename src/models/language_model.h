@@ -2,6 +2,7 @@
 // A loaded LLM ready to run: config, weights, compiled plan and KV cache. One step appends
 // tokens after the cached ones: a whole prompt at once (prefill) or one token (decode). The
 // tokenizer is loaded on its own (models/model_files.h).
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

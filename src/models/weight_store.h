@@ -1,6 +1,7 @@
 #pragma once
 // Where a model's tensors come from, under their Hugging Face names: a safetensors folder, or a
 // GGUF file whose names, layouts and quantized blocks are translated on load.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

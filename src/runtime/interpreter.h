@@ -1,6 +1,7 @@
 #pragma once
 // The reference interpreter: runs any HLIR graph with exact semantics, one element at a time.
 // It is the oracle every other backend is tested against, so it favours clarity over speed.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

@@ -2,6 +2,7 @@
 // Reference implementations of the LLIR kernels the compiler recognises. Each computes what
 // the HLIR pattern it replaced computes, in the same order of operations, so plans with and
 // without the kernel agree to rounding (usually bit for bit).
+#include <cstdint>
 #include <string>
 #include <vector>
 

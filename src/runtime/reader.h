@@ -1,5 +1,6 @@
 #pragma once
 // Reads a producer's buffer through an edge's view, by logical flat index.
+#include <cstdint>
 #include <optional>
 #include <vector>
 

@@ -3,6 +3,7 @@
 // hide NaNs behind 0*x) and returns the median of `trials` runs in ms, or nullopt to reject it
 // (NaN/Inf in a float output, an error while running, a first run over the timeout). Never
 // throws. `setup` installs a backend's kernels on the runner before the runs.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>

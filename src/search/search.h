@@ -2,6 +2,7 @@
 // Genetic search over extractions: a candidate is one e-node per class forming an acyclic
 // plan. Start from the cost model's choice, mutate the best ones, time each new candidate on
 // the backend, keep the fastest.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>

@@ -4,6 +4,7 @@
 // values by gemm_nn), one block per task: a block's scores stay within 1 MB (at least 16 rows),
 // decode's few rows per head spread over the heads, and prefill's blocks over heads and rows.
 // Keys or values without a unit inner stride fall back to one query row at a time.
+#include <cstdint>
 #include <vector>
 
 #include "runtime/interpreter.h"

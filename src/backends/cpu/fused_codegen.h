@@ -5,6 +5,7 @@
 // vectorises what it can. Rounding follows the reference exactly (each instruction's result is
 // rounded to its dtype; no contraction into fused multiply-adds), so generated kernels agree
 // with the interpreter bit for bit.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <ostream>

@@ -2,6 +2,7 @@
 // The CPU backend's fused elementwise kernel for nodes without a generated one: the plan's
 // FusedProgram evaluated a block of elements at a time (block_program.h) instead of one element
 // at a time through every instruction. Inputs are read by runs of their strided layouts.
+#include <cstdint>
 #include <vector>
 
 #include "runtime/interpreter.h"

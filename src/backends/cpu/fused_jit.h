@@ -4,6 +4,7 @@
 // share a function), compiles it once through JitModule and binds each node to its function;
 // run() executes a node on the thread pool. Nodes without a kernel (no compiler, an uncovered
 // op) are left to the other kernels.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

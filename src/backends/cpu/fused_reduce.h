@@ -2,6 +2,7 @@
 // The CPU backend's fused reductions (FusedSum, FusedMax): the prologue program runs over a
 // block of a row at a time, is summed in 8 f32 lanes (sum) or maxed (max, NaN propagating),
 // then the optional epilogue runs over a block of outputs. Rows are split over threads.
+#include <cstdint>
 #include <vector>
 
 #include "runtime/interpreter.h"

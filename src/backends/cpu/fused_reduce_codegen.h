@@ -4,6 +4,7 @@
 // vectorises) or maxed (NaN sticks, as in the reference), then the optional epilogue runs on
 // the result. Values round to their dtypes as the reference rounds them; only the order of a
 // float sum differs.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

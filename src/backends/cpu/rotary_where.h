@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend's Rotary and Where kernels. Both compute every element exactly as the
 // reference does (no sums involved), just vectorised and split over threads.
+#include <cstdint>
 #include <vector>
 
 #include "runtime/interpreter.h"

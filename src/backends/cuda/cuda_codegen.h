@@ -6,6 +6,7 @@
 // every value of the dims, and identical layers share one function. Rounding follows the
 // reference interpreter (each op rounds to its dtype; compiled without FMA contraction);
 // reductions sum in a tree, so they agree with the reference to float rounding, not bit for bit.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
