@@ -9,7 +9,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .torch_backend import LuminalGraph, backend_for, check_options
+from .torch_backend import LuminalGraph, backend_for, check_options, math_attention
 
 
 class ExportedModule:
@@ -18,7 +18,8 @@ class ExportedModule:
     def __init__(self, program, options):
         from torch._decomp import core_aten_decompositions
 
-        self.program = program.run_decompositions(core_aten_decompositions())
+        with math_attention():
+            self.program = program.run_decompositions(core_aten_decompositions())
         sig = self.program.graph_signature
         self.input_specs = sig.input_specs
         self.output_specs = sig.output_specs
@@ -65,6 +66,6 @@ def compile_module(model, example_inputs=(), dynamic_shapes=None, **options):
     if isinstance(model, torch.export.ExportedProgram):
         program = model
     else:
-        with torch.no_grad():
+        with torch.no_grad(), math_attention():
             program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
     return ExportedModule(program, opts)

@@ -147,6 +147,7 @@ class LuminalGraph:
         self.compiled = self._compile()
         self._in_place = {m[1] for m in self.mutations if m[3]}  # inputs the runs update in the caller's memory
         self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
+        self._copied = set()  # cuda inputs copied into luminal's buffers rather than read in place
         self.sets = 0  # inputs handed to the runtime so far
         self._lock = threading.Lock()
 
@@ -252,13 +253,15 @@ class LuminalGraph:
                 self.outputs.append(("value", v))
 
     def _set(self, name, t, in_place=False):
-        if (t.device.type == "cuda") != self.cuda:
+        # A CPU scalar mixes with CUDA tensors in PyTorch too (a torch.tensor(0.0) in a model).
+        cpu_scalar = self.cuda and t.device.type == "cpu" and t.dim() == 0 and not in_place
+        if (t.device.type == "cuda") != self.cuda and not cpu_scalar:
             raise RuntimeError(f"luminal: input {name} is on {t.device}, but this graph was compiled for the "
                                f"{'cuda' if self.cuda else 'cpu'} backend (no silent copies between devices)")
         key = (t.data_ptr(), t._version, tuple(t.shape), tuple(t.stride()), t.dtype)
         if self._last.get(name) == key:
             return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
-        t = t.detach()
+        t = t.detach().to("cuda") if cpu_scalar else t.detach()
         held = held_dtype(t.dtype)
         if in_place:  # the runtime updates the caller's tensor itself: no copy may stand between
             if held != t.dtype:
@@ -267,10 +270,17 @@ class LuminalGraph:
                 raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
         elif held != t.dtype:
             t = t.to(held)
-        if self.cuda:  # by pointer: the tensor read must stay alive while it is set
+        if self.cuda:
             t = t.contiguous()
-            self._keep[name] = t
-            self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+            self._keep[name] = t  # alive while set (and until the next call, when copied)
+            last = self._last.get(name)
+            if t.data_ptr() != key[0] or (last is not None and last[0] != key[0] and not in_place):
+                self._copied.add(name)  # a converted copy, or at a new address each call (a token, a position)
+            if name in self._copied:  # into luminal's own buffer: the replayed CUDA graph reads a fixed address
+                torch.cuda.current_stream().synchronize()  # a conversion just made on torch's stream
+                self.compiled.copy_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+            else:  # by pointer: weights and caches, read and updated where they are
+                self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
         elif t.dtype == torch.bfloat16:  # numpy has no bf16: its bits
             self.compiled.set_input(name, t.view(torch.int16).numpy().view(np.uint16), "bf16", in_place=in_place)
         else:
@@ -292,7 +302,7 @@ class LuminalGraph:
                 elif spec[0] == "dim" and spec[1] is not None:
                     dims[spec[1]] = int(a)
                     self.compiled.set_dim(spec[1], int(a))
-            if self.cuda:  # torch's pending work on the inputs, on its own stream, comes first
+            if self.cuda:  # torch's pending work on the inputs (and conversions just made) on its own stream
                 torch.cuda.current_stream().synchronize()
             self.compiled.run()
             for k, (p, name, _, done) in enumerate(self.mutations):
@@ -377,8 +387,18 @@ def luminal_backend(gm, example_inputs, options=None):
     decomps = core_aten_decompositions()
     # In-place updates of inputs (a KV cache) stay in the graph as copy_ nodes, so the backend
     # can make them in the caller's memory rather than return new values to copy back.
-    return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward, decompositions=decomps,
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+    with math_attention():
+        return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward,
+                            decompositions=decomps, keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def math_attention():
+    """Traces scaled_dot_product_attention in its math form. On CUDA tensors it would otherwise be
+    traced into one of PyTorch's fused kernels (flash, cuDNN, memory-efficient): opaque ops with
+    no lowering. The math form is matmuls and a softmax, which luminal's compiler fuses itself."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
 
 
 def compile(model, example_inputs=None, **options):

@@ -142,7 +142,7 @@ CASES = [
     ("max_all", lambda a: a.max(), (r(3, 4),), 0),
     ("sum_bool", lambda a: (a > 0).sum(-1), (r(3, 4),), 0),
     ("cumsum_int", lambda a: a.cumsum(0), (ints(5),), 0),
-    ("linspace", lambda a: a + torch.linspace(0, 1, 5), (r(5),), 1e-6),
+    ("linspace", lambda a: a + torch.linspace(0, 1, 5, device=a.device), (r(5),), 1e-6),
     ("new_full", lambda a: a.new_zeros(3) + a.new_ones(3) + a.new_full((3,), 2.0), (r(3),), 0),
     # movement
     ("view_permute", lambda a: a.view(2, 3, 4).permute(2, 0, 1) * 1.0, (r(6, 4),), 0),
@@ -170,11 +170,12 @@ CASES = [
     ("casts", lambda a: (a * 10).to(torch.int32).to(torch.float32) + a.to(torch.bfloat16).float(), (r(6),), 0),
     ("clone_contiguous", lambda a: a.t().contiguous().clone() + 0, (r(3, 4),), 0),
     # creation
-    ("arange", lambda a: a + torch.arange(4), (r(3, 4),), 0),
-    ("arange_step", lambda a: a + torch.arange(1, 9, 2), (r(4),), 0),
-    ("full_zeros_ones", lambda a: a + torch.full((3,), 2.0) + torch.zeros(3) - torch.ones(3), (r(3),), 0),
+    ("arange", lambda a: a + torch.arange(4, device=a.device), (r(3, 4),), 0),
+    ("arange_step", lambda a: a + torch.arange(1, 9, 2, device=a.device), (r(4),), 0),
+    ("full_zeros_ones",
+     lambda a: a + torch.full((3,), 2.0, device=a.device) + torch.zeros(3, device=a.device) - torch.ones(3, device=a.device), (r(3),), 0),
     ("full_like", lambda a: torch.full_like(a, 7.0) * a + torch.ones_like(a), (r(2, 3),), 0),
-    ("eye", lambda a: a @ torch.eye(3), (r(2, 3),), 0),
+    ("eye", lambda a: a @ torch.eye(3, device=a.device), (r(2, 3),), 0),
     # sort and top-k
     ("sort", lambda a: torch.sort(a, -1, descending=True), (r(3, 6),), 0),
     ("argsort_stable", lambda a: torch.argsort(a, dim=-1, stable=True), (ints(3, 8, lo=0, hi=4),), 0),

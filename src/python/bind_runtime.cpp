@@ -150,6 +150,12 @@ class CompiledGraph {
     cuda_executor().set_input_device(name, ptr, dtype_arg(dtype), shape);
   }
 
+  // Device memory at `ptr` copied, on the device, into the input's own buffer (a fixed address
+  // for the CUDA graph that replays a run); the caller may reuse its memory at once.
+  void copy_input_device(const std::string& name, uint64_t ptr, const std::string& dtype, const std::vector<int64_t>& shape) {
+    cuda_executor().copy_input_device(name, ptr, dtype_arg(dtype), shape);
+  }
+
   // The output copied into device memory at `ptr` of `bytes` bytes; returns when it is there.
   void copy_output_to(const std::string& name, uint64_t ptr, size_t bytes) {
     cuda::CudaExecutor::DeviceTensor t = cuda_executor().output_device(name);
@@ -241,6 +247,9 @@ void bind_runtime(py::module_& m) {
       .def("set_input_device", &CompiledGraph::set_input_device, py::arg("name"), py::arg("ptr"), py::arg("dtype"), py::arg("shape"),
            "cuda backend: device memory at ptr (e.g. a torch CUDA tensor's data_ptr()) read in place, and updated in place where "
            "the plan updates this input (a KV cache); keep it alive and unchanged until the next set_input")
+      .def("copy_input_device", &CompiledGraph::copy_input_device, py::arg("name"), py::arg("ptr"), py::arg("dtype"), py::arg("shape"),
+           "cuda backend: device memory at ptr copied into the input's own device buffer (for values at a new address each "
+           "call: the buffer's address, and the CUDA graph replaying the run, stay the same)")
       .def("copy_output_to", &CompiledGraph::copy_output_to, py::arg("name"), py::arg("ptr"), py::arg("bytes"),
            "cuda backend: the output copied into device memory at ptr; returns when it is there")
       .def("output_shape", &CompiledGraph::output_shape)

@@ -269,6 +269,37 @@ TEST(CudaBackend, DevicePointersInAndOut) {
   for (DevicePtr p : held) ctx.free(p);
 }
 
+// Inputs copied from device memory that moves each run (a token at a new address each step):
+// the runs after the second replay a recorded CUDA graph, which must read each run's new values
+// (copied into the input's own buffer), never the first run's.
+TEST(CudaBackend, CopiedDeviceInputsReachReplayedGraphs) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  Case c = std::move(testing::cases()[0]);
+  Context& ctx = Context::get();
+  CudaExecutor cuda(compiled(c.graph), "");
+  for (int step = 0; step < 4; ++step) {
+    Interpreter ref(c.graph);
+    std::vector<DevicePtr> held;
+    auto inputs = c.inputs(5);
+    for (auto& [name, buf] : inputs) {
+      if (buf.dtype() == DType::F32)  // new values each step
+        for (size_t i = 0; i < buf.nbytes() / 4; ++i) reinterpret_cast<float*>(buf.bytes())[i] += static_cast<float>(step);
+      ref.set_input(name, buf);
+      DevicePtr p = ctx.alloc(buf.nbytes());
+      held.push_back(p);
+      ctx.upload(p, buf.bytes(), buf.nbytes());
+      cuda.copy_input_device(name, p, buf.dtype(), buf.shape());
+    }
+    for (DevicePtr p : held) ctx.free(p);  // copied: the caller's memory may go at once
+    ref.run();
+    cuda.run();
+    for (NodeId o : c.graph.outputs()) {
+      const std::string& name = c.graph.node(o).name;
+      expect_close(ref.output(name), cuda.output(name), "step " + std::to_string(step) + " output " + name);
+    }
+  }
+}
+
 // Every variant of the GEMV (the executor keeps whichever is fastest on the device, so each
 // must be right): a bf16 and an f32 linear layer at several row counts, with an odd k (the
 // unaligned tail) and k = 200 (aligned), against the reference interpreter.

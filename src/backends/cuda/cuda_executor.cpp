@@ -160,21 +160,38 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
     ++input_versions_[id];
     return;
   }
-  if (it != inputs_.end() && it->second.bytes >= src->nbytes() && it->second.bytes <= 2 * src->nbytes() + 4096) {
-    it->second.shape = src->shape();  // reuse the allocation (a new token id each step)
-  } else {
-    if (it != inputs_.end()) {
-      clear_graphs();
-      ctx_.free(it->second.ptr);
-    }
-    DeviceBuffer d;
-    d.bytes = src->nbytes();
-    d.ptr = ctx_.alloc(d.bytes);
-    d.dtype = n.dtype;
-    d.shape = src->shape();
-    it = inputs_.insert_or_assign(id, d).first;
+  ctx_.upload(owned_input(id, src->shape(), src->nbytes()).ptr, src->bytes(), src->nbytes());
+  ++input_versions_[id];
+}
+
+CudaExecutor::DeviceBuffer& CudaExecutor::owned_input(NodeId id, const std::vector<int64_t>& shape, size_t nbytes) {
+  auto it = inputs_.find(id);
+  if (it != inputs_.end() && !it->second.borrowed && it->second.bytes >= nbytes && it->second.bytes <= 2 * nbytes + 4096) {
+    it->second.shape = shape;  // reuse the allocation (a new token id each step): recorded graphs stay valid
+    return it->second;
   }
-  ctx_.upload(it->second.ptr, src->bytes(), src->nbytes());
+  if (it != inputs_.end()) {
+    clear_graphs();
+    if (!it->second.borrowed) ctx_.free(it->second.ptr);
+  }
+  DeviceBuffer d;
+  d.bytes = nbytes;
+  d.ptr = ctx_.alloc(d.bytes);
+  d.dtype = graph_.node(id).dtype;
+  d.shape = shape;
+  return inputs_.insert_or_assign(id, d).first->second;
+}
+
+void CudaExecutor::copy_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) {
+  const NodeId id = checked_device_input(name, ptr, dtype, shape);
+  if (group_of_weight_.count(id)) {  // a grouped weight's place is in its group's allocation
+    set_input_device(name, ptr, dtype, shape);
+    return;
+  }
+  if (invariant_inputs_.count(id)) clear_graphs();  // recorded graphs skip the values kept from it
+  size_t bytes = dtype_size(dtype);
+  for (int64_t x : shape) bytes *= static_cast<size_t>(std::max<int64_t>(0, x));
+  ctx_.copy(owned_input(id, shape, bytes).ptr, ptr, bytes);
   ++input_versions_[id];
 }
 
@@ -288,10 +305,10 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
   if (m < kLibraryMinRows || n <= 0 || k <= 0) return false;
   const int64_t a_off = eval_true(l.a_offset), lda = eval_true(l.a_row_stride);
   const int64_t w_off = eval_true(l.w_offset), ldw = eval_true(l.w_row_stride);
-  used_library_ = true;
   const size_t ws = dtype_size(l.w_dtype);
   // cuBLASLt's algorithms may assume 256-byte aligned matrices and 16-byte aligned rows.
   if ((w_off * ws) % 256 != 0 || (ldw * ws) % 16 != 0 || lda < k || ldw < k) return false;
+  used_library_ = true;  // only a run that calls the library: the generated fallback can be recorded
   const DevicePtr w = in[1] + static_cast<DevicePtr>(w_off) * ws;
   if (l.w_dtype == DType::BF16) {
     if (!options_.tensor_cores) return false;
@@ -602,7 +619,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
 
 std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const { return slowest_first(profile_); }
 
-void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) {
+NodeId CudaExecutor::checked_device_input(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) const {
   NodeId id = graph_.find_input(name);
   const Node& n = graph_.node(id);
   if (dtype != n.dtype)
@@ -612,8 +629,18 @@ void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DTyp
     throw Error("input '" + name + "': expected shape " + to_string(n.shape) + " (rank " + std::to_string(n.shape.size()) + "), got " +
                 shape_string(shape));
   if (!ptr) throw Error("input '" + name + "': null device pointer");
-  clear_graphs();  // recorded graphs read inputs where they were
+  return id;
+}
+
+void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) {
+  const NodeId id = checked_device_input(name, ptr, dtype, shape);
   auto it = inputs_.find(id);
+  if (it != inputs_.end() && it->second.borrowed && it->second.ptr == ptr && it->second.shape == shape) {
+    if (invariant_inputs_.count(id)) clear_graphs();  // same memory, new values: only kept values change
+    ++input_versions_[id];
+    return;
+  }
+  clear_graphs();  // recorded graphs read inputs where they were
   if (it != inputs_.end() && !it->second.borrowed && !group_of_weight_.count(id)) ctx_.free(it->second.ptr);
   DeviceBuffer d;
   d.ptr = ptr;

@@ -4,6 +4,7 @@
 // across runs; intermediates come from a free list by size, so steady-state runs allocate
 // nothing; a Scatter into an input that nothing else reads updates it in place (the KV cache).
 // The same calls as the reference interpreter, so callers and tests swap one for the other.
+#include <cstdint>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -81,6 +82,10 @@ class CudaExecutor {
   // set_input of that name; a KV cache given so is updated in place there. The caller keeps it
   // alive and frees it. An output is handed back as where it lies, valid until the next run().
   void set_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape);
+  // The caller's device memory copied (on the device) into the executor's own buffer for the
+  // input: for values that arrive at a new address each call (a token, a position), so the
+  // buffer's address, and the CUDA graph recorded over it, stay the same.
+  void copy_input_device(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape);
   struct DeviceTensor {
     DevicePtr ptr = 0;
     DType dtype = DType::F32;
@@ -113,6 +118,9 @@ class CudaExecutor {
   };
   DeviceBuffer take(DType t, const std::vector<int64_t>& shape);
   const DeviceBuffer& computed_output(const std::string& name) const;  // Error: unknown or not run yet
+  NodeId checked_device_input(const std::string& name, DevicePtr ptr, DType dtype, const std::vector<int64_t>& shape) const;
+  // The input's own device buffer for `nbytes`: its allocation reused where the size allows.
+  DeviceBuffer& owned_input(NodeId id, const std::vector<int64_t>& shape, size_t nbytes);
   void give_back(DeviceBuffer b);
   void bind_dims();
   // Sizes for buffers and grids: the dims with bucketed ones rounded up (plan_dims_). Shapes a
