@@ -164,3 +164,22 @@ def test_language_model_matches_transformers_fixture():
     assert out["stop_reason"] == "max_new_tokens"
     with pytest.raises(lm.Error, match="tokenizer"):
         m.encode("hello")
+
+
+def test_a_serialized_graph_loads_and_runs_the_same():
+    g = lm.Graph()
+    x = g.input("x", "f32", ["n", 4])
+    lm.softmax(lm.relu(x) * 2.0, -1).output("y")
+    text = g.serialize()
+    h = lm.Graph.deserialize(text)
+    assert h.serialize() == text
+    X = np.random.default_rng(1).standard_normal((3, 4), dtype=np.float32)
+    outs = []
+    for graph in (g, h):
+        c = lm.compile(graph, backend="cpu")
+        c.set_input("x", X)
+        c.run()
+        outs.append(c.output("y"))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    with pytest.raises(lm.Error, match="line"):
+        lm.Graph.deserialize(text.replace("node Add", "node Bogus"))

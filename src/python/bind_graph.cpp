@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "frontend/ops.h"
+#include "graph/serialize.h"
 #include "python/bindings.h"
 
 namespace luminal::python {
@@ -105,7 +106,14 @@ void bind_graph(py::module_& m) {
       }, py::arg("n"), py::arg("m"), py::arg("k") = 0)
       .def("dims", [](const PyGraph& g) { return g.g->dims(); })
       .def("__len__", [](const PyGraph& g) { return g.g->size(); })
-      .def("dump", [](const PyGraph& g) { return g.g->dump(); });
+      .def("dump", [](const PyGraph& g) { return g.g->dump(); })
+      .def("serialize", [](const PyGraph& g) { return serialize(*g.g); },
+           "the graph as text (luminal's graph format): to save it, or to attach to a bug report")
+      .def_static("deserialize", [](const std::string& text) {
+        PyGraph g;
+        *g.g = deserialize(text);
+        return g;
+      }, py::arg("text"), "a graph from serialize()'s text; luminal.Error naming the line if it is malformed");
 
   py::class_<PyTensor> t(m, "Tensor", "A view of one node's output in a luminal.Graph");
   t.def_property_readonly("shape", [](const PyTensor& x) { return x.t.shape(); })
