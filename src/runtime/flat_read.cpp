@@ -1,6 +1,9 @@
 #include "runtime/flat_read.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "core/dtype.h"
 
 namespace luminal {
 
@@ -37,10 +40,20 @@ static void read_run(const Buffer& b, int64_t idx, int64_t step, int64_t count, 
       else for (int64_t i = 0; i < count; ++i) dst[i] = f[i * step];
       return;
     }
+    case DType::BF16: {  // a bf16 cache read through a view (its heads repeated per query group)
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + idx;
+      for (int64_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(h[i * step]);
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + idx;
+      for (int64_t i = 0; i < count; ++i) dst[i] = f16_to_f32(h[i * step]);
+      return;
+    }
     case DType::Bool:
       for (int64_t i = 0; i < count; ++i) dst[i] = p[idx + i * step] ? 1.0f : 0.0f;
       return;
-    default:  // i32 stays nonzero as a float; f16/bf16 are exact as floats
+    default:  // i32 stays nonzero as a float
       for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(b.get(static_cast<size_t>(idx + i * step)));
   }
 }
@@ -73,6 +86,34 @@ void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst) 
       idx += s.strides[d - 1] - coord[d] * s.strides[d];
       coord[d] = 0;
       ++coord[d - 1];
+    }
+  }
+}
+
+void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst) {
+  const size_t rank = f.shape.size();
+  int64_t count = 1;
+  for (int64_t d : f.shape) count *= d;
+  if (count <= 0) return;
+  if (rank == 0) {
+    std::memcpy(dst, src + static_cast<size_t>(f.layout.offset) * es, es);
+    return;
+  }
+  const int64_t last = f.shape[rank - 1], step = f.layout.strides[rank - 1];
+  std::vector<int64_t> coord(rank, 0);
+  int64_t idx = f.layout.offset;
+  for (int64_t z = 0; z < count; z += last) {
+    if (step == 1) {
+      std::memcpy(dst + static_cast<size_t>(z) * es, src + static_cast<size_t>(idx) * es, static_cast<size_t>(last) * es);
+    } else {
+      for (int64_t i = 0; i < last; ++i)
+        std::memcpy(dst + static_cast<size_t>(z + i) * es, src + static_cast<size_t>(idx + i * step) * es, es);
+    }
+    for (size_t d = rank - 1; d-- > 0;) {  // the next run: carry through the outer axes
+      idx += f.layout.strides[d];
+      if (++coord[d] < f.shape[d]) break;
+      idx -= coord[d] * f.layout.strides[d];
+      coord[d] = 0;
     }
   }
 }

@@ -25,4 +25,8 @@ bool stacked_in_bounds(const Reader& r);
 // through the reader.
 void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
 
+// Every element of a flat layout over `src` (elements of `es` bytes), row-major into `dst`, as
+// stored (no conversion): whole runs at a time where the last axis is contiguous.
+void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst);
+
 }  // namespace luminal

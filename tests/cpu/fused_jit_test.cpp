@@ -92,12 +92,18 @@ bool same_bits(const Buffer& a, const Buffer& b, std::string* where) {
 }
 
 // One input read through a random kind of view onto an output of shape [d0, d1, d2] (plain,
-// broadcast, transposed, sliced, padded, or a broadcast over a reshape); returns
+// broadcast, transposed, sliced, padded, a broadcast over a reshape, or grouped-query keys); returns
 // the view and the buffer shape it reads.
 std::pair<View, std::vector<int64_t>> random_view(std::mt19937& rng, const std::vector<int64_t>& out) {
   std::vector<Expr> shape{Expr(out[0]), Expr(out[1]), Expr(out[2])};
-  switch (rng() % 6) {
+  switch (rng() % 7) {
     case 0: return {View::contiguous(shape), out};
+    case 6: {  // grouped-query keys: [h, s, d] repeated per group, reshaped to [h*g, s, d], transposed
+      if (out[0] % 2 != 0) return {View::contiguous(shape), out};
+      const int64_t h = out[0] / 2, s = out[2], d = out[1];
+      View v = View::contiguous({Expr(h), Expr(1), Expr(s), Expr(d)}).expand(1, Expr(2));
+      return {v.reshape({Expr(out[0]), Expr(s), Expr(d)}).permute({0, 2, 1}), {h, s, d}};
+    }
     case 5: {  // broadcast over a reshape of a transposed buffer: a stacked view (two layers)
       View v = View::contiguous({shape[1], shape[0]}).permute({1, 0}).reshape({Expr(out[0] * out[1])});
       v = v.reshape({shape[0], shape[1], Expr(1)}).expand(2, shape[2]);

@@ -1,5 +1,8 @@
 #include "backends/cpu/cpu_kernels.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "backends/cpu/attention.h"
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/fused_jit.h"
@@ -18,28 +21,48 @@ namespace {
 bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
   const Reader &ra = in[0], &rb = in[1];
   if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
+  const std::vector<int64_t>& as = shapes[0];
+  const size_t r = as.size();
+  if (r < 2 || shapes[1].size() != r) return false;
   DType wt = rb.dtype();
   if (wt != DType::F32 && wt != DType::BF16) return false;
-  if (!rb.strided()) return false;
-  const auto& sb = *rb.strided();
-  const std::vector<int64_t>& as = shapes[0];
-  size_t r = as.size();
-  if (r < 2 || sb.strides.size() != r) return false;
+  // B in place: one strided layer, transposed (a weight, the keys) or row-major f32 (the values).
+  const uint8_t* bdata = rb.buffer().bytes();
+  int64_t boff = 0;
+  std::vector<int64_t> bstrides;
+  if (rb.strided()) {
+    boff = rb.strided()->offset;
+    bstrides = rb.strided()->strides;
+  }
+  bool transposed = !bstrides.empty() && bstrides[r - 2] == 1;
+  bool rows_of_b = !bstrides.empty() && bstrides[r - 1] == 1 && wt == DType::F32;
+  // Otherwise (a reshape of a broadcast: grouped-query attention's repeated keys and values as
+  // torch.compile traces them) a contiguous f32 copy of a small B, rather than the reference's
+  // element-by-element loop; a large one (a weight) stays with the reference.
+  std::optional<F32Operand> copied;
+  if (!transposed && !rows_of_b) {
+    int64_t numel = 1;
+    for (int64_t d : shapes[1]) numel *= d;
+    if (numel > (int64_t(1) << 22) || !std::equal(as.begin(), as.end() - 2, shapes[1].begin())) return false;
+    copied.emplace(rb, shapes[1]);
+    bdata = reinterpret_cast<const uint8_t*>(copied->data);
+    boff = copied->offset;
+    bstrides = copied->strides;
+    wt = DType::F32;
+    rows_of_b = true;
+  }
   // A (activations, small) is copied to contiguous rows when its view is not already so.
   F32Operand sa(ra, as, /*unit_inner=*/true);
   const float* A = sa.data;
-  bool transposed = sb.strides[r - 2] == 1;  // B[p, j] = W[j, p]: a weight or the keys
-  bool rows_of_b = sb.strides[r - 1] == 1 && wt == DType::F32;  // B[p, j] row-major: the values
-  if (!transposed && !rows_of_b) return false;
   int64_t m = as[r - 2], k = as[r - 1], nn = shapes[1][r - 1];
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   size_t es = wt == DType::BF16 ? 2 : 4;
   float* C = reinterpret_cast<float*>(out.bytes());
   auto one = [&](int64_t bi, ThreadPool* p) {
-    int64_t base_a = sa.offset, base_b = sb.offset;
-    add_batch_offsets(bi, as, sa.strides, sb.strides, base_a, base_b);
-    WeightGemm g{A + base_a, sa.strides[r - 2], rb.buffer().bytes() + static_cast<size_t>(base_b) * es,
-                 transposed ? sb.strides[r - 1] : sb.strides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
+    int64_t base_a = sa.offset, base_b = boff;
+    add_batch_offsets(bi, as, sa.strides, bstrides, base_a, base_b);
+    WeightGemm g{A + base_a, sa.strides[r - 2], bdata + static_cast<size_t>(base_b) * es,
+                 transposed ? bstrides[r - 1] : bstrides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
     if (transposed) weight_gemm(g, p);
     else gemm_nn(g, p);
   };

@@ -48,12 +48,7 @@ Operand copy_operand(const Reader& r, const std::vector<int64_t>& shape, std::ve
     for (int64_t d : below.shape) count *= d;
     if (count > 0) {
       Buffer& c = copies.emplace_back(r.dtype(), std::vector<int64_t>{count});
-      const size_t es = dtype_size(r.dtype());
-      const uint8_t* src = r.buffer().bytes();
-      uint8_t* dst = c.bytes();
-      FlatCursor cur(below);
-      for (int64_t z = 0; z < count; ++z, cur.next())
-        std::memcpy(dst + static_cast<size_t>(z) * es, src + static_cast<size_t>(cur.index()) * es, es);
+      copy_flat(below, r.buffer().bytes(), dtype_size(r.dtype()), c.bytes());
       return {c.bytes(), st->top.offset, st->top.strides};
     }
   }
