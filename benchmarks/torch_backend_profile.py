@@ -1,6 +1,6 @@
 """Where a decode step of torch.compile(backend="luminal") spends its time: the whole step, the
 backend's call (inputs set, run, outputs returned), the runtime's run alone, and luminal's
-per-kernel profile. Same models as torch_compile_bench.py.
+per-kernel profile; on CUDA, how many unprofiled runs replayed a recorded CUDA graph. Same models as torch_compile_bench.py.
 
     PYTHONPATH=build/python python3 benchmarks/torch_backend_profile.py --preset smollm2-135m
     PYTHONPATH=build-py/python python3 benchmarks/torch_backend_profile.py --preset llama-3-8b --dtype bfloat16 --device cuda
@@ -68,7 +68,9 @@ def main():
         logits = model(prompt, past_key_values=cache, cache_position=torch.arange(n, device=a.device), use_cache=True).logits[:, -1]
         step_ms = []
         for i in range(2 * a.steps):
-            if i == a.steps:  # the second half: luminal's kernel profile
+            if i == a.steps:  # the second half: luminal's kernel profile (runs launch by launch)
+                if a.device == "cuda":
+                    graph_stats = tb.last_graph.compiled.cuda_graph_stats()
                 tb.last_graph.compiled.set_profiling(True)
                 tb.LuminalGraph.__call__ = timed_call
             tok = logits.argmax(-1, keepdim=True)
@@ -81,6 +83,8 @@ def main():
     tb.LuminalGraph.__call__ = inner_call
     plain = statistics.median(step_ms[2:a.steps])
     print(f"{a.preset} {a.dtype} on {a.device}: decode step median {plain:.2f} ms (unprofiled)")
+    if a.device == "cuda":
+        print(f"  unprofiled runs: {graph_stats}")
     print(f"  profiled steps: step {statistics.median(step_ms[a.steps:]):.2f} ms, backend call {statistics.median(call_ms):.2f} ms, "
           f"runtime run {statistics.median(run_ms):.2f} ms (kernel timing adds its own cost)")
     prof = tb.last_graph.compiled.profile()

@@ -252,6 +252,11 @@ void bind_runtime(py::module_& m) {
            "call: the buffer's address, and the CUDA graph replaying the run, stay the same)")
       .def("copy_output_to", &CompiledGraph::copy_output_to, py::arg("name"), py::arg("ptr"), py::arg("bytes"),
            "cuda backend: the output copied into device memory at ptr; returns when it is there")
+      .def("cuda_graph_stats", [](CompiledGraph& c) {
+        const cuda::CudaExecutor::GraphStats& g = c.cuda_executor().graph_stats();
+        return py::dict(py::arg("recorded") = g.recorded, py::arg("replayed") = g.replayed, py::arg("launched") = g.launched,
+                        py::arg("dropped") = g.dropped);
+      }, "cuda backend: runs recorded into a CUDA graph, replayed from one, run launch by launch; times the graphs were dropped")
       .def("output_shape", &CompiledGraph::output_shape)
       .def("run", &CompiledGraph::run)
       .def("output", &CompiledGraph::output, py::arg("name"), "a copy, as numpy (bf16 as uint16 bits)")

@@ -92,6 +92,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
 }
 
 void CudaExecutor::clear_graphs() {
+  if (!graphs_.empty()) ++graph_stats_.dropped;
   for (auto& [name, b] : outputs_) give_back(b);  // a graph's own (kept) outputs are freed below
   for (auto& [key, g] : graphs_) {
     ctx_.destroy_graph(g.exec);
@@ -367,6 +368,7 @@ void CudaExecutor::run() {
   if (options_.graphs && !profiling_) {
     graph = &graphs_[key];
     if (graph->exec) {
+      ++graph_stats_.replayed;
       ctx_.launch_graph(graph->exec);
       for (const auto& [name, b] : graph->outputs) {
         DeviceBuffer o = b;
@@ -500,6 +502,7 @@ void CudaExecutor::run() {
   }
   for (auto& b : live)
     if (b) give_back(*b);
+  ++(capture ? graph_stats_.recorded : graph_stats_.launched);
   if (capture) {
     graph->exec = ctx_.end_capture();
     for (auto& [name, b] : outputs_) {

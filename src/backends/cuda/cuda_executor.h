@@ -99,6 +99,12 @@ class CudaExecutor {
   double compile_ms() const { return compile_ms_; }
   bool compiled_from_cache() const { return from_cache_; }
   size_t device_bytes() const;  // held now: inputs, outputs and the free list
+  // How runs went since construction: recorded into a CUDA graph, replayed from one, or run
+  // launch by launch; and how often the recorded graphs were dropped (an input moved).
+  struct GraphStats {
+    int64_t recorded = 0, replayed = 0, launched = 0, dropped = 0;
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -184,6 +190,7 @@ class CudaExecutor {
   // on the generated GEMV, which reads the weights once in full lines.
   static constexpr int64_t kLibraryMinRows = 16;
   double compile_ms_ = 0;
+  GraphStats graph_stats_;
   bool from_cache_ = false;
   std::map<NodeId, DeviceBuffer> inputs_;
   std::map<std::string, DeviceBuffer> outputs_;
