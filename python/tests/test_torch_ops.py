@@ -133,6 +133,16 @@ CASES = [
     ("scatter_value", lambda x, i: x.scatter(1, i, 2.5), (r(3, 5), torch.tensor([[0, 1], [2, 3], [4, 0]])), 0),
     ("scatter_add", lambda x, i, s: x.scatter_add(1, i, s), (r(3, 5), torch.tensor([[0, 0, 1], [2, 3, 2], [4, 0, 4]]), r(3, 3)), 1e-5),
     ("scatter_add_dim0", lambda x, i, s: x.scatter_add(0, i, s), (r(4, 3), torch.tensor([[0, 3, 1], [0, 0, 1]]), r(2, 3)), 1e-5),
+    # every reduction, with and without x's own value; row 1's position 1 and row 2's 3 are hit by
+    # nobody, position 0 of row 0 twice
+    *[(f"scatter_reduce_{how}_{'self' if inc else 'noself'}",
+       (lambda how, inc: lambda x, i, s: x.scatter_reduce(1, i, s, how, include_self=inc))(how, inc),
+       (r(3, 5), torch.tensor([[0, 0, 1], [2, 3, 2], [4, 0, 4]]), r(3, 3)), 1e-5)
+      for how in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)],
+    ("scatter_reduce_int_mean", lambda x, i, s: x.scatter_reduce(0, i, s, "mean"),
+     (ints(4, 3), torch.tensor([[0, 3, 1], [0, 0, 1]]), ints(2, 3)), 0),
+    ("scatter_reduce_int_amax", lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+     (ints(4, 3), torch.tensor([[0, 3, 1], [0, 0, 1]]), ints(2, 3)), 0),
     ("index_put_accumulate", lambda x, i, v: x.index_put((i,), v, accumulate=True), (r(5, 3), torch.tensor([0, 2, 0]), r(3, 3)), 1e-5),
     ("index_put_mask", lambda x: x.index_put((x > 0,), torch.tensor(0.0)), (r(4, 5),), 0),
     ("index_put_mask_rows", lambda x, m: x.index_put((m,), torch.tensor(1.5)), (r(3, 4), torch.tensor([True, False, True])), 0),

@@ -119,9 +119,11 @@ def _gather(cx, x, dim, index, sparse_grad=False):
     return L.gather(x, dim, to_dtype(index, "i32"))
 
 
-def _scatter_add_rows(cx, x, dim, index, src):
-    """x plus, along `dim`, src's values at their index positions (repeats add up): each target
-    position sums the src elements whose index names it (a comparison over the index's extent)."""
+def _scatter_rows(cx, x, dim, index, src, reduce="sum"):
+    """Along `dim`, each position of x reduces the src elements whose index names it (a
+    comparison over the index's extent). Returns (reduced, hits), both laid out like x: the
+    reduction of the hitting elements (sum, prod, amax or amin; the reduction's identity where
+    none hit) and how many hit."""
     dim = dim % x.ndim
     n = x.shape[dim]
     idx = to_dtype(index, "i32")
@@ -130,14 +132,30 @@ def _scatter_add_rows(cx, x, dim, index, src):
     src = _crop(src, idx.shape)
     last = x.ndim
     hit = L.eq(L.unsqueeze(idx, last), L.reshape(cx.graph.arange(0, n, 1, "i32"), [1] * last + [n]))  # [*index, n]
-    contrib = L.sum(L.mul(L.cast(hit, x.dtype), L.unsqueeze(src, last)), [dim])  # [*index without dim, n]
-    contrib = L.unsqueeze(contrib, dim)
-    contrib = L.transpose(contrib, dim, last)  # n back at dim, a 1 at the end
-    contrib = L.squeeze(contrib, last)
-    pads = [(0, 0) if d == dim else (0, x.shape[d] - idx.shape[d]) for d in range(x.ndim)]
-    if any(not (isinstance(b, int) and b == 0) for _, b in pads):
-        contrib = L.pad(contrib, pads, 0.0)
-    return contrib
+    values = L.unsqueeze(src, last)
+    if reduce == "sum":
+        reduced = L.sum(L.mul(L.cast(hit, x.dtype), values), [dim])
+    else:
+        identity = {"prod": 1.0, "amax": -float("inf"), "amin": float("inf")}[reduce]
+        if x.dtype in ("i32", "bool") and reduce != "prod":
+            identity = -2 ** 31 if reduce == "amax" else 2 ** 31 - 1
+        fill = L.expand(scalar(cx, identity, x.dtype), [1] * (last + 1))
+        reduced = {"prod": L.prod, "amax": L.amax, "amin": L.amin}[reduce](L.where(hit, values, fill), [dim])
+    hits = L.sum(L.cast(hit, "i32"), [dim])
+
+    def like_x(t):  # [*index without dim, n] back to x's layout, padded past index's extent
+        t = L.squeeze(L.transpose(L.unsqueeze(t, dim), dim, last), last)
+        pads = [(0, 0) if d == dim else (0, x.shape[d] - idx.shape[d]) for d in range(x.ndim)]
+        if any(not (isinstance(b, int) and b == 0) for _, b in pads):
+            t = L.pad(t, pads, 0.0)
+        return t
+
+    return like_x(reduced), like_x(hits)
+
+
+def _scatter_add_rows(cx, x, dim, index, src):
+    """What scatter_add adds to x: src's values summed at their index positions."""
+    return _scatter_rows(cx, x, dim, index, src)[0]
 
 
 def _crop(t, shape):
@@ -160,8 +178,17 @@ def _scatter_add(cx, x, dim, index, src):
 
 @lower(aten.scatter_reduce.two)
 def _scatter_reduce(cx, x, dim, index, src, reduce, include_self=True):
-    if reduce != "sum":
-        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r} (sum is supported)")
-    if not include_self:
-        raise NotImplementedError("scatter_reduce with include_self=False")
-    return L.add(x, _scatter_add_rows(cx, x, dim, index, src))
+    """Positions no index names keep x; the others reduce the src elements that name them,
+    with x's own value too when include_self."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
+    reduced, hits = _scatter_rows(cx, x, dim, index, src, "sum" if reduce == "mean" else reduce)
+    if reduce == "mean":
+        count = to_dtype(L.add(hits, 1) if include_self else hits, x.dtype)
+        total = L.add(x, reduced) if include_self else reduced
+        value = L.floor_divide(total, count) if x.dtype == "i32" else L.div(total, count)
+    elif not include_self:
+        value = reduced
+    else:
+        value = {"sum": L.add, "prod": L.mul, "amax": L.maximum, "amin": L.minimum}[reduce](x, reduced)
+    return L.where(L.gt(hits, 0), value, x)
