@@ -25,6 +25,7 @@ struct Builder {
   std::vector<ClassId> inputs;
   std::unordered_map<ClassId, int> operand_of;  // class -> operand index already emitted
   std::unordered_map<ClassId, bool> visiting;    // on the current path: a cycle, so an input
+  int max_instrs = kMaxInstrs;                   // inlining stops here (later operands are inputs)
 
   // The first elementwise primitive node of a class, if any.
   const ENode* elementwise_node(ClassId c) const {
@@ -58,7 +59,7 @@ struct Builder {
       in.dtype = g.info(c).dtype;
       prog.instrs.push_back(in);
       r = kInstr + static_cast<int>(prog.instrs.size()) - 1;
-    } else if (n && (root || static_cast<int>(prog.instrs.size()) < kMaxInstrs)) {
+    } else if (n && (root || static_cast<int>(prog.instrs.size()) < max_instrs)) {
       const OpInfo& op = g.ops().info(n->op);
       FusedInstr in;
       in.op = static_cast<int>(op.kind);
@@ -110,7 +111,7 @@ const ENode* reduce_node(const EGraph& g, ClassId c) {
 // epilogue with the reduced value as its input 0.
 std::optional<ENode> with_epilogue(EGraph& g, const Builder& epi, size_t slot, const ENode& r, OpId fused_sum,
                                    OpId fused_max) {
-  Builder pro{g, {}, {}, {}, {}};
+  Builder pro{g};
   ClassId kid = g.find(r.kids[0]);
   if (pro.elementwise_node(kid)) {
     pro.emit(kid, true);
@@ -162,15 +163,27 @@ size_t fuse_elementwise(EGraph& g) {
       const OpInfo& op = g.ops().info(n.op);
       bool reduce = op.primitive && is_reduce(op.kind);
       if (!elementwise(g, n) && !reduce) continue;
-      Builder b{g, {}, {}, {}};
-      if (reduce) {
-        if (!b.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
-        b.emit(n.kids[0], true);
-      } else {
-        b.emit(c, true);
+      if (reduce && !Builder{g}.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
+      // The largest tree within the budget of inputs: a tree that reads too many (integer index
+      // arithmetic fed by many inputs) is inlined less deeply rather than not fused at all.
+      auto build = [&](int budget) {
+        Builder t{g};
+        t.max_instrs = budget;
+        t.emit(reduce ? n.kids[0] : c, true);
+        return t;
+      };
+      int budget = kMaxInstrs;
+      Builder b = build(budget);
+      while (static_cast<int>(b.inputs.size()) > kMaxInputs && budget > 2) {
+        budget /= 2;
+        Builder smaller = build(budget);
+        std::swap(b.prog, smaller.prog);
+        std::swap(b.inputs, smaller.inputs);
       }
-      // A lone elementwise op gains nothing; a reduction gains from any prologue.
-      if (b.prog.instrs.size() < (reduce ? 1u : 2u) || !b.finish()) continue;
+      // A lone elementwise op gains nothing; a reduction gains from any prologue. A program of
+      // constants alone (a cast of a broadcast constant) reads no input that would give its node
+      // a shape: hash-consed, it would join classes of every shape.
+      if (b.prog.instrs.size() < (reduce ? 1u : 2u) || b.inputs.empty() || !b.finish()) continue;
       bool cyclic = false;
       for (ClassId in : b.inputs) cyclic = cyclic || g.find(in) == g.find(c);
       if (cyclic) continue;
