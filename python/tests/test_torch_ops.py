@@ -252,6 +252,20 @@ def test_integer_bitwise_ops():
             torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
+def test_integer_shifts():
+    torch._dynamo.reset()
+    a = torch.tensor([3, 5, -6, -1, -8, 2**30 + 1, -(2**31), 12345, 7, -7, 1, -3], dtype=torch.int32)
+    s = torch.tensor([1, 4, 2, 5, 3, 1, 1, 0, 31, 31, 32, -1], dtype=torch.int32)  # the last four: PyTorch's edges
+    fn = lambda a, s: (a << s, a >> s, a << 3, a >> 2, torch.bitwise_left_shift(a, s), torch.bitwise_right_shift(a, 1))  # noqa: E731
+    with torch.no_grad():
+        for g, w in zip(torch.compile(fn, backend="luminal")(a, s), fn(a, s)):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+    # int64 (held as i32): shifts that stay within 32 bits
+    a64, s64 = torch.tensor([3, -5, 1000, -1]), torch.tensor([2, 1, 10, 3])
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(fn, backend="luminal")(a64, s64)[0], a64 << s64, rtol=0, atol=0)
+
+
 def test_bad_option_is_a_clear_error():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown option"), torch.no_grad():

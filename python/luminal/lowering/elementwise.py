@@ -115,6 +115,39 @@ lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(
     bitwise(L.logical_xor, lambda cx, a, b: L.sub(L.add(a, b), L.mul(_int_and(cx, a, b), scalar(cx, 2, "i32")))))
 
 
+def _shift_amounts(cx, b):
+    """2^b for the shifts PyTorch defines (0 <= b < 31 here: integers are held as i32), and where
+    b is out of that range."""
+    within = L.logical_and(L.ge(b, scalar(cx, 0, "i32")), L.lt(b, scalar(cx, 31, "i32")))
+    b = L.minimum(L.maximum(b, scalar(cx, 0, "i32")), scalar(cx, 30, "i32"))
+    return L.cast(L.exp2(L.cast(b, "f32")), "i32"), within  # exact: a power of two below 2^31
+
+
+def _shift_left(cx, a, b):
+    """a << b as a * 2^b (wrapping as i32); 0 for a shift of 31 bits or more, or a negative one,
+    except that 31 bits keep the lowest bit as the sign bit."""
+    a, b = promote(cx, a, b)
+    p, within = _shift_amounts(cx, b)
+    top = L.where(L.ne(L.remainder(a, scalar(cx, 2, "i32")), scalar(cx, 0, "i32")), scalar(cx, -(2**31), "i32"), scalar(cx, 0, "i32"))
+    outside = L.where(L.eq(b, scalar(cx, 31, "i32")), top, scalar(cx, 0, "i32"))
+    return L.where(within, L.mul(a, p), outside)
+
+
+def _shift_right(cx, a, b):
+    """a >> b (arithmetic) as floor(a / 2^b); the sign fill (0 or -1) for 31 bits or more, or a
+    negative shift, as PyTorch gives."""
+    a, b = promote(cx, a, b)
+    p, within = _shift_amounts(cx, b)
+    fill = L.where(L.lt(a, scalar(cx, 0, "i32")), scalar(cx, -1, "i32"), scalar(cx, 0, "i32"))
+    return L.where(within, L.floor_divide(a, p), fill)
+
+
+lower(aten.__lshift__.Tensor, aten.__lshift__.Scalar, aten.bitwise_left_shift.Tensor,
+      aten.bitwise_left_shift.Tensor_Scalar, aten.bitwise_left_shift.Scalar_Tensor)(_shift_left)
+lower(aten.__rshift__.Tensor, aten.__rshift__.Scalar, aten.bitwise_right_shift.Tensor,
+      aten.bitwise_right_shift.Tensor_Scalar, aten.bitwise_right_shift.Scalar_Tensor)(_shift_right)
+
+
 @lower(aten.bitwise_not.default)
 def _bitwise_not(cx, x):
     if x.dtype == "bool":
