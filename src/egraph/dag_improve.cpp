@@ -80,17 +80,43 @@ int improve_dag_cost(const EGraph& eg, Choice& choice, const std::vector<ClassId
         bool usable = true;
         for (ClassId k : n.kids) usable = usable && k != c && choice.count(k);
         if (!usable) continue;
-        double delta = cm.node_cost(eg, n, eg.info(c)) - cm.node_cost(eg, old, eg.info(c));
-        for (ClassId k : n.kids) delta += dag.add(k);
-        for (ClassId k : old.kids) delta += dag.remove(k);
         // Relative slack: float noise in long sums must not count as a gain (and loop forever).
-        if (delta < -1e-9 * (1 + std::abs(cm.node_cost(eg, old, eg.info(c)))) && !dag.reaches(n.kids, c)) {
-          choice[c] = n;
-          ++swaps;
-          continue;
+        const double slack = -1e-9 * (1 + std::abs(cm.node_cost(eg, old, eg.info(c))));
+        auto try_swap = [&]() {
+          double delta = cm.node_cost(eg, n, eg.info(c)) - cm.node_cost(eg, old, eg.info(c));
+          for (ClassId k : n.kids) delta += dag.add(k);
+          for (ClassId k : old.kids) delta += dag.remove(k);
+          if (delta < slack && !dag.reaches(n.kids, c)) {
+            choice[c] = n;
+            ++swaps;
+            return true;
+          }
+          for (ClassId k : old.kids) dag.add(k);
+          for (ClassId k : n.kids) dag.remove(k);
+          return false;
+        };
+        if (try_swap()) continue;
+        // Two steps at once: the node with a child that joins the plan in another of its forms
+        // (a cast read through a view, whose class holds the fused cast). Greedy choices for
+        // classes outside the plan were made with shares of readers the plan never has.
+        bool swapped = false;
+        for (ClassId k : n.kids) {
+          if (swapped || dag.in_plan(k) || k == c) continue;
+          const ENode kept = choice.at(k);
+          for (const ENode& raw_alt : eg.eclass(k).nodes) {
+            ENode alt = canonical(eg, raw_alt);
+            if (alt == canonical(eg, kept)) continue;
+            bool ok = true;
+            for (ClassId j : alt.kids) ok = ok && j != k && j != c && choice.count(j);
+            if (!ok) continue;
+            choice[k] = alt;
+            if (!dag.reaches(alt.kids, k) && try_swap()) {
+              swapped = true;
+              break;
+            }
+          }
+          if (!swapped) choice[k] = kept;
         }
-        for (ClassId k : old.kids) dag.add(k);
-        for (ClassId k : n.kids) dag.remove(k);
       }
     }
     if (swaps == before) break;
