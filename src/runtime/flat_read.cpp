@@ -118,4 +118,31 @@ void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* ds
   }
 }
 
+void copy_masked(const Reader::Masked& m, const uint8_t* src, size_t es, const uint8_t* pad, uint8_t* dst) {
+  const std::vector<int64_t>& shape = m.layout.shape;
+  const std::vector<int64_t>& strides = m.layout.layout.strides;
+  const size_t rank = shape.size();
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count <= 0 || rank == 0) return;
+  const int64_t last = shape[rank - 1], step = strides[rank - 1];
+  const int64_t lo = std::max<int64_t>(0, m.lo[rank - 1]), hi = std::min(last, m.hi[rank - 1]);
+  std::vector<int64_t> coord(rank, 0);
+  int64_t idx = m.layout.layout.offset;  // buffer index of the row's first element
+  for (int64_t z = 0; z < count; z += last) {
+    bool row_valid = lo < hi;
+    for (size_t d = 0; d + 1 < rank && row_valid; ++d) row_valid = coord[d] >= m.lo[d] && coord[d] < m.hi[d];
+    for (int64_t i = 0; i < last; ++i) {
+      const bool valid = row_valid && i >= lo && i < hi;
+      std::memcpy(dst + static_cast<size_t>(z + i) * es, valid ? src + static_cast<size_t>(idx + i * step) * es : pad, es);
+    }
+    for (size_t d = rank - 1; d-- > 0;) {  // the next row: carry through the outer axes
+      idx += strides[d];
+      if (++coord[d] < shape[d]) break;
+      idx -= coord[d] * strides[d];
+      coord[d] = 0;
+    }
+  }
+}
+
 }  // namespace luminal

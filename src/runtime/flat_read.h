@@ -29,4 +29,8 @@ void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
 // stored (no conversion): whole runs at a time where the last axis is contiguous.
 void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst);
 
+// Every element of a masked layout, row-major into `dst`: the stored element where the mask lets
+// it through, `pad` (one element of `es` bytes) elsewhere. Reads only elements inside the mask.
+void copy_masked(const Reader::Masked& m, const uint8_t* src, size_t es, const uint8_t* pad, uint8_t* dst);
+
 }  // namespace luminal

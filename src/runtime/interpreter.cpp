@@ -106,6 +106,15 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
   }
   index_ = ExprProgram(e.index, dims);
   valid_ = ExprProgram(e.valid, dims);
+  if (layers.size() == 1) {
+    Masked m{Flat{shape_of(layers[0]), strided_of(layers[0])}, {}, {}};
+    for (size_t d = 0; d < layers[0].shape.size(); ++d) {
+      m.lo.push_back(layers[0].mask_lo[d].eval(dims));
+      m.hi.push_back(layers[0].mask_hi[d].eval(dims));
+    }
+    masked_ = std::move(m);
+    return;
+  }
   // A reshape on top of a strided layer: flat order passes straight through plain layers.
   auto plain = [&](const ViewLayer& l) {
     if (l.offset.eval(dims) != 0 || !mask_is_full(l)) return false;

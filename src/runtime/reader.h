@@ -59,6 +59,14 @@ class Reader {
     Strided top;
   };
   const std::optional<Stacked>& stacked() const { return stacked_; }
+  // When the view is one strided layer with a mask (a pad, rotate_half's halves): element c
+  // reads `layout` where lo[d] <= c[d] < hi[d] on every dim, and is pad() elsewhere.
+  struct Masked {
+    Flat layout;
+    std::vector<int64_t> lo, hi;
+  };
+  const std::optional<Masked>& masked() const { return masked_; }
+  double pad() const { return pad_; }
 
  private:
   const Buffer& src_;
@@ -69,6 +77,7 @@ class Reader {
   std::optional<Strided> strided_;
   std::optional<Flat> flat_;
   std::optional<Stacked> stacked_;
+  std::optional<Masked> masked_;
 };
 
 // Walks a flat layout's buffer indices in logical (row-major) order.

@@ -53,7 +53,13 @@ Operand copy_operand(const Reader& r, const std::vector<int64_t>& shape, std::ve
     }
   }
   Buffer& c = copies.emplace_back(r.dtype(), shape);
-  for (size_t z = 0; z < c.numel(); ++z) c.set(z, r(static_cast<int64_t>(z)));
+  if (const auto& m = r.masked(); m && m->layout.shape == shape && !shape.empty()) {  // a pad, rotate_half's halves
+    Buffer pad(r.dtype(), std::vector<int64_t>{1});
+    pad.set(0, r.pad());
+    copy_masked(*m, r.buffer().bytes(), dtype_size(r.dtype()), pad.bytes(), c.bytes());
+  } else {
+    for (size_t z = 0; z < c.numel(); ++z) c.set(z, r(static_cast<int64_t>(z)));
+  }
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
