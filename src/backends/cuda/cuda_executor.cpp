@@ -13,6 +13,19 @@
 
 namespace luminal::cuda {
 
+namespace {
+
+size_t bytes_of(DType t, const std::vector<int64_t>& shape) {
+  size_t bytes = dtype_size(t);
+  for (int64_t d : shape) bytes *= static_cast<size_t>(std::max<int64_t>(0, d));
+  return bytes;
+}
+
+// An allocation of `have` bytes serves `want` when it is not more than about twice as large.
+bool fits(size_t have, size_t want) { return have >= want && have <= 2 * want + 4096; }
+
+}  // namespace
+
 PlanKernels generate_plan_kernels(const Graph& plan) {
   PlanKernels k;
   k.per_node.resize(plan.size());
@@ -167,7 +180,7 @@ void CudaExecutor::set_input(const std::string& name, const Buffer& data) {
 
 CudaExecutor::DeviceBuffer& CudaExecutor::owned_input(NodeId id, const std::vector<int64_t>& shape, size_t nbytes) {
   auto it = inputs_.find(id);
-  if (it != inputs_.end() && !it->second.borrowed && it->second.bytes >= nbytes && it->second.bytes <= 2 * nbytes + 4096) {
+  if (it != inputs_.end() && !it->second.borrowed && fits(it->second.bytes, nbytes)) {
     it->second.shape = shape;  // reuse the allocation (a new token id each step): recorded graphs stay valid
     return it->second;
   }
@@ -190,8 +203,7 @@ void CudaExecutor::copy_input_device(const std::string& name, DevicePtr ptr, DTy
     return;
   }
   if (invariant_inputs_.count(id)) clear_graphs();  // recorded graphs skip the values kept from it
-  size_t bytes = dtype_size(dtype);
-  for (int64_t x : shape) bytes *= static_cast<size_t>(std::max<int64_t>(0, x));
+  const size_t bytes = bytes_of(dtype, shape);
   ctx_.copy(owned_input(id, shape, bytes).ptr, ptr, bytes);
   ++input_versions_[id];
 }
@@ -260,11 +272,10 @@ int64_t CudaExecutor::eval_true(const Expr& e) {
 }
 
 CudaExecutor::DeviceBuffer CudaExecutor::take(DType t, const std::vector<int64_t>& shape) {
-  size_t want = dtype_size(t);
-  for (int64_t d : shape) want *= static_cast<size_t>(std::max<int64_t>(0, d));
+  const size_t want = bytes_of(t, shape);
   auto it = free_.lower_bound(want);
   DeviceBuffer b;
-  if (it != free_.end() && it->first <= 2 * want + 4096) {
+  if (it != free_.end() && fits(it->first, want)) {
     b = it->second;
     free_.erase(it);
   } else {
@@ -649,8 +660,7 @@ void CudaExecutor::set_input_device(const std::string& name, DevicePtr ptr, DTyp
   d.ptr = ptr;
   d.dtype = dtype;
   d.shape = shape;
-  d.bytes = dtype_size(dtype);
-  for (int64_t x : shape) d.bytes *= static_cast<size_t>(std::max<int64_t>(0, x));
+  d.bytes = bytes_of(dtype, shape);
   d.borrowed = true;
   inputs_.insert_or_assign(id, d);
   ++input_versions_[id];
