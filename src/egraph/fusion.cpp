@@ -150,6 +150,18 @@ std::optional<ENode> with_epilogue(EGraph& g, const Builder& epi, size_t slot, c
   return ENode{kind, g.attrs().intern(a), kids};
 }
 
+// The elementwise tree at `root` inlined as deep as the input budget allows: a tree that reads
+// too many inputs (integer index arithmetic fed by many) is inlined less deeply rather than not
+// fused at all.
+Builder fitted_tree(const EGraph& g, ClassId root) {
+  for (int budget = kMaxInstrs;; budget /= 2) {
+    Builder b{g};
+    b.max_instrs = budget;
+    b.emit(root, true);
+    if (static_cast<int>(b.inputs.size()) <= kMaxInputs || budget <= 2) return b;
+  }
+}
+
 }  // namespace
 
 size_t fuse_elementwise(EGraph& g) {
@@ -164,22 +176,7 @@ size_t fuse_elementwise(EGraph& g) {
       bool reduce = op.primitive && is_reduce(op.kind);
       if (!elementwise(g, n) && !reduce) continue;
       if (reduce && !Builder{g}.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
-      // The largest tree within the budget of inputs: a tree that reads too many (integer index
-      // arithmetic fed by many inputs) is inlined less deeply rather than not fused at all.
-      auto build = [&](int budget) {
-        Builder t{g};
-        t.max_instrs = budget;
-        t.emit(reduce ? n.kids[0] : c, true);
-        return t;
-      };
-      int budget = kMaxInstrs;
-      Builder b = build(budget);
-      while (static_cast<int>(b.inputs.size()) > kMaxInputs && budget > 2) {
-        budget /= 2;
-        Builder smaller = build(budget);
-        std::swap(b.prog, smaller.prog);
-        std::swap(b.inputs, smaller.inputs);
-      }
+      Builder b = fitted_tree(g, reduce ? n.kids[0] : c);
       // A lone elementwise op gains nothing; a reduction gains from any prologue. A program of
       // constants alone (a cast of a broadcast constant) reads no input that would give its node
       // a shape: hash-consed, it would join classes of every shape.
