@@ -90,7 +90,10 @@ void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst) 
   }
 }
 
-void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst) {
+// Rows along the last axis of a strided layout, row-major into `dst`: whole runs where the axis
+// is contiguous. With a mask (lo, hi per dim), elements outside it are `pad` and never read.
+static void copy_rows(const Reader::Flat& f, const std::vector<int64_t>* lo, const std::vector<int64_t>* hi, const uint8_t* src,
+                      size_t es, const uint8_t* pad, uint8_t* dst) {
   const size_t rank = f.shape.size();
   int64_t count = 1;
   for (int64_t d : f.shape) count *= d;
@@ -100,16 +103,22 @@ void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* ds
     return;
   }
   const int64_t last = f.shape[rank - 1], step = f.layout.strides[rank - 1];
+  const int64_t first_in = lo ? std::max<int64_t>(0, (*lo)[rank - 1]) : 0, end_in = hi ? std::min(last, (*hi)[rank - 1]) : last;
   std::vector<int64_t> coord(rank, 0);
-  int64_t idx = f.layout.offset;
+  int64_t idx = f.layout.offset;  // buffer index of the row's first element
   for (int64_t z = 0; z < count; z += last) {
-    if (step == 1) {
-      std::memcpy(dst + static_cast<size_t>(z) * es, src + static_cast<size_t>(idx) * es, static_cast<size_t>(last) * es);
+    bool row_in = first_in < end_in;
+    for (size_t d = 0; lo && d + 1 < rank && row_in; ++d) row_in = coord[d] >= (*lo)[d] && coord[d] < (*hi)[d];
+    const int64_t a = row_in ? first_in : last, b = row_in ? end_in : last;  // the row's elements inside the mask
+    uint8_t* row = dst + static_cast<size_t>(z) * es;
+    for (int64_t i = 0; i < a; ++i) std::memcpy(row + static_cast<size_t>(i) * es, pad, es);
+    if (step == 1 && b > a) {
+      std::memcpy(row + static_cast<size_t>(a) * es, src + static_cast<size_t>(idx + a) * es, static_cast<size_t>(b - a) * es);
     } else {
-      for (int64_t i = 0; i < last; ++i)
-        std::memcpy(dst + static_cast<size_t>(z + i) * es, src + static_cast<size_t>(idx + i * step) * es, es);
+      for (int64_t i = a; i < b; ++i) std::memcpy(row + static_cast<size_t>(i) * es, src + static_cast<size_t>(idx + i * step) * es, es);
     }
-    for (size_t d = rank - 1; d-- > 0;) {  // the next run: carry through the outer axes
+    for (int64_t i = b; i < last; ++i) std::memcpy(row + static_cast<size_t>(i) * es, pad, es);
+    for (size_t d = rank - 1; d-- > 0;) {  // the next row: carry through the outer axes
       idx += f.layout.strides[d];
       if (++coord[d] < f.shape[d]) break;
       idx -= coord[d] * f.layout.strides[d];
@@ -118,31 +127,10 @@ void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* ds
   }
 }
 
+void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst) { copy_rows(f, nullptr, nullptr, src, es, nullptr, dst); }
+
 void copy_masked(const Reader::Masked& m, const uint8_t* src, size_t es, const uint8_t* pad, uint8_t* dst) {
-  const std::vector<int64_t>& shape = m.layout.shape;
-  const std::vector<int64_t>& strides = m.layout.layout.strides;
-  const size_t rank = shape.size();
-  int64_t count = 1;
-  for (int64_t d : shape) count *= d;
-  if (count <= 0 || rank == 0) return;
-  const int64_t last = shape[rank - 1], step = strides[rank - 1];
-  const int64_t lo = std::max<int64_t>(0, m.lo[rank - 1]), hi = std::min(last, m.hi[rank - 1]);
-  std::vector<int64_t> coord(rank, 0);
-  int64_t idx = m.layout.layout.offset;  // buffer index of the row's first element
-  for (int64_t z = 0; z < count; z += last) {
-    bool row_valid = lo < hi;
-    for (size_t d = 0; d + 1 < rank && row_valid; ++d) row_valid = coord[d] >= m.lo[d] && coord[d] < m.hi[d];
-    for (int64_t i = 0; i < last; ++i) {
-      const bool valid = row_valid && i >= lo && i < hi;
-      std::memcpy(dst + static_cast<size_t>(z + i) * es, valid ? src + static_cast<size_t>(idx + i * step) * es : pad, es);
-    }
-    for (size_t d = rank - 1; d-- > 0;) {  // the next row: carry through the outer axes
-      idx += strides[d];
-      if (++coord[d] < shape[d]) break;
-      idx -= coord[d] * strides[d];
-      coord[d] = 0;
-    }
-  }
+  copy_rows(m.layout, &m.lo, &m.hi, src, es, pad, dst);
 }
 
 }  // namespace luminal
