@@ -148,6 +148,7 @@ class LuminalGraph:
         self._in_place = {m[1] for m in self.mutations if m[3]}  # inputs the runs update in the caller's memory
         self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
         self._copied = set()  # cuda inputs copied into luminal's buffers rather than read in place
+        self._to_copy = []  # this call's (name, tensor) of those, copied after one synchronisation
         self.sets = 0  # inputs handed to the runtime so far
         self._lock = threading.Lock()
 
@@ -276,9 +277,8 @@ class LuminalGraph:
             last = self._last.get(name)
             if t.data_ptr() != key[0] or (last is not None and last[0] != key[0] and not in_place):
                 self._copied.add(name)  # a converted copy, or at a new address each call (a token, a position)
-            if name in self._copied:  # into luminal's own buffer: the replayed CUDA graph reads a fixed address
-                torch.cuda.current_stream().synchronize()  # a conversion just made on torch's stream
-                self.compiled.copy_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+            if name in self._copied:  # into luminal's own buffer (the replayed CUDA graph reads a fixed
+                self._to_copy.append((name, t))  # address), once torch's stream has made t: see __call__
             else:  # by pointer: weights and caches, read and updated where they are
                 self.compiled.set_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
         elif t.dtype == torch.bfloat16:  # numpy has no bf16: its bits
@@ -304,12 +304,18 @@ class LuminalGraph:
                     self.compiled.set_dim(spec[1], int(a))
             if self.cuda:  # torch's pending work on the inputs (and conversions just made) on its own stream
                 torch.cuda.current_stream().synchronize()
+                for name, t in self._to_copy:
+                    self.compiled.copy_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
+                self._to_copy.clear()
             self.compiled.run()
             for k, (p, name, _, done) in enumerate(self.mutations):
                 if not done:  # copied back; the in-place ones are written already
                     args[p].copy_(self._result(("tensor", f"mut{k}", args[p].dtype), args, dims))
             return tuple(self._result(spec, args, dims) for spec in self.outputs)
         finally:
+            for name, _ in self._to_copy:  # a call that failed before copying: set them again next time
+                self._last.pop(name, None)
+            self._to_copy.clear()
             self._lock.release()
 
     def _result(self, spec, args, dims):
