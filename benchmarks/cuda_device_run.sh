@@ -10,7 +10,8 @@
 #   strip build-dev/luminal build-dev/tests/test_cuda build-dev/tests/test_models
 # then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
 #   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 LOGITS=32 TORCH_COMPILE=1 bash benchmarks/cuda_device_run.sh
-# OVERLAP=1 also runs the fixture models and the benchmark with LUMINAL_CUDA_OVERLAP=1.
+# OVERLAP=1 also runs the fixture models and the benchmark without overlapping launches
+# (LUMINAL_CUDA_OVERLAP=0; they are on by default).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -40,8 +41,8 @@ echo "== fixture models on cuda [${SECONDS}s]"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
 
 if [ -n "${OVERLAP:-}" ]; then
-  echo "== fixture models on cuda, overlapping launches (LUMINAL_CUDA_OVERLAP=1) [${SECONDS}s]"
-  LUMINAL_CUDA_OVERLAP=1 "$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda_overlap.txt" 2>&1
+  echo "== fixture models on cuda, launches not overlapped (LUMINAL_CUDA_OVERLAP=0) [${SECONDS}s]"
+  LUMINAL_CUDA_OVERLAP=0 "$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda_overlap.txt" 2>&1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda_overlap.txt" | head -n 40
 fi
 fi
@@ -55,8 +56,8 @@ echo "== luminal --backend cuda [${SECONDS}s]"
   --iters ${ITERS:-5} --context "${CONTEXT:-512}" > "$OUT/bench_$ARCH.txt" 2>&1
 grep -v "^luminal cuda:" "$OUT/bench_$ARCH.txt" | tail -n 40  # the GEMV timings (LUMINAL_CUDA_TUNE_LOG=1) stay in the file
 if [ -n "${OVERLAP:-}" ]; then
-  echo "== luminal --backend cuda, overlapping launches (LUMINAL_CUDA_OVERLAP=1) [${SECONDS}s]"
-  LUMINAL_CUDA_OVERLAP=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
+  echo "== luminal --backend cuda, launches not overlapped (LUMINAL_CUDA_OVERLAP=0) [${SECONDS}s]"
+  LUMINAL_CUDA_OVERLAP=0 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${BF16:-}" ]; then

@@ -34,6 +34,7 @@ build "${CXX:-g++}" || exit 1
 # The image's g++ 13 wrapper once gave a module that crashed in its first ostringstream (its
 # libstdc++ code inside the module; docs/lessons.md): the older compiler is the fallback.
 if ! smoke && command -v g++-12 > /dev/null; then build g++-12 && smoke || exit 1; fi
+if [ -n "${BUILD_ONLY:-}" ]; then exit 0; fi  # the extension alone, for another script's use
 echo "== torch.compile: luminal, eager, inductor; Llama-3-8B shape, bf16 [${SECONDS}s]"
 PYTHONPATH=build-py/python timeout "${BENCH_TIMEOUT:-330}" python3 -u benchmarks/torch_compile_bench.py --preset "${PRESET:-llama-3-8b}" --dtype bfloat16 \
   --device cuda --inductor --steps "${STEPS:-32}" --prompt "${PROMPT:-512}" 2>&1 | tee "$OUT/bench.txt" | grep -v -E "Warning|warn\(" | tail -n 8

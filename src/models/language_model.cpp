@@ -154,8 +154,11 @@ std::string LanguageModel::jit_status() const {
   if (cuda_) {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.0f", cuda_->compile_ms());
+    const cuda::CudaExecutor::GraphStats& g = cuda_->graph_stats();
     return std::to_string(cuda_->kernel_functions()) + " CUDA functions, " +
-           (cuda_->compiled_from_cache() ? std::string("loaded from the CUBIN cache in ") : std::string("compiled with NVRTC in ")) + ms + " ms";
+           (cuda_->compiled_from_cache() ? std::string("loaded from the CUBIN cache in ") : std::string("compiled with NVRTC in ")) + ms +
+           " ms; runs: " + std::to_string(g.launched) + " launched, " + std::to_string(g.recorded) + " recorded as CUDA graphs, " +
+           std::to_string(g.replayed) + " replayed; " + std::to_string(g.dropped) + " graph drops";
   }
   if (backend_ != "cpu") return "no kernel generation on the " + backend_ + " backend";
   return jit_ ? jit_->status() : "kernel generation off";

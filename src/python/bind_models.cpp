@@ -90,6 +90,8 @@ void bind_models(py::module_& m) {
       .def_property_readonly("architecture", [](const PyModel& self) { return self.model->config().model_type; })
       .def_property_readonly("backend", [](const PyModel& self) { return self.model->backend(); })
       .def_property_readonly("compile_ms", [](const PyModel& self) { return self.model->compile_ms(); })
+      .def_property_readonly("kernel_status", [](const PyModel& self) { return self.model->jit_status(); },
+                             "what the kernel generator did (and, on cuda, how runs went: launched, recorded, replayed)")
       .def("encode", [](const PyModel& self, const std::string& text, bool special) { return tokenizer_of(self).encode(text, special); },
            py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", [](const PyModel& self, const std::vector<int32_t>& ids, bool skip) { return tokenizer_of(self).decode(ids, skip); },

@@ -134,6 +134,11 @@ Buffer Buffer::cast(DType to) const {
 }
 
 std::vector<float> Buffer::to_f32() const {
+  if (dtype_ == DType::F32) {  // a copy: per-element dispatch cost 0.7 ms for a 128k-vocab row of logits
+    std::vector<float> r(numel_);
+    std::memcpy(r.data(), bytes(), numel_ * sizeof(float));
+    return r;
+  }
   std::vector<float> r(numel_);
   for (size_t i = 0; i < numel_; ++i) r[i] = static_cast<float>(get(i));
   return r;

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_codegen.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <iterator>
 #include <sstream>
@@ -68,7 +69,10 @@ class KernelWriter {
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" + body + "}\n";
-    std::string name = "lm_" + hash_key(text);
+    // The node's kind in the name, so profilers' kernel lists say what each function is.
+    std::string kind;
+    for (char ch : n_.kernel.empty() ? std::string(op_name(n_.op)) : n_.kernel) kind += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    std::string name = "lm_" + kind + "_" + hash_key(text);
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);
       functions.texts.push_back("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlockThreads) + ") " + name + text + "\n");
@@ -252,8 +256,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     }
     Acc acc = accumulator(sum, t);
     std::ostringstream s;
+    // Unrolled, so each thread has several loads in flight: a decode step's rows are one block
+    // each, and a load at a time left them latency-bound (4-5 us for 4096 values).
     s << row_opening(w.in_shape(0), n.axis) << "  " << acc.type << " lm_acc = " << acc.init << ";\n"
-      << "  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+      << "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     if (pro) {
       std::vector<DType> dt;
       for (int i = 0; i < pro->n_inputs; ++i) {
@@ -302,7 +308,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   if (k == "Softmax" || k == "RMSNorm" || k == "LayerNorm") {
     std::ostringstream s;
     s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n";
-    const char* loop = "  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+    const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     if (k == "Softmax") {
       s << "  float lm_mx = __int_as_float((int)0xff800000u);\n" << loop << "    lm_mx = lm_fmax_nan(lm_mx, (float)lm_ld0(lm_at(lm_k)));\n  }\n"
         << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
@@ -348,10 +354,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     bool unbatched = true;
     for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
     auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v) -> std::optional<Launch> {
-      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v.in_flight, v.split_k);
+      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v);
       if (!body) return std::nullopt;
-      return Launch{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v.split_k)), Launch::Grid::Elements,
-                    count * (v.split_k ? kBlockThreads : 32)};
+      return Launch{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v)), Launch::Grid::Elements,
+                    linear_threads(count, v)};
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
       r.launches.push_back(*first);
@@ -497,11 +503,10 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
   };
   NodeKernels k;
   for (size_t v = 0; v < std::size(kLinearVariants); ++v) {
-    auto body = strided_linear_body(la, &cat, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store, kLinearVariants[v].in_flight,
-                                    kLinearVariants[v].split_k);
+    auto body = strided_linear_body(la, &cat, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store, kLinearVariants[v]);
     if (!body) return std::nullopt;
-    Launch l{w.finish(*body, functions, linear_weight_prefetch(la, &cat, w.in_dtype(1), kLinearVariants[v].split_k)), Launch::Grid::Elements,
-             count * (kLinearVariants[v].split_k ? kBlockThreads : 32)};
+    Launch l{w.finish(*body, functions, linear_weight_prefetch(la, &cat, w.in_dtype(1), kLinearVariants[v])), Launch::Grid::Elements,
+             linear_threads(count, kLinearVariants[v])};
     if (v == 0) k.launches.push_back(l);
     else k.alternatives.push_back(l);
   }

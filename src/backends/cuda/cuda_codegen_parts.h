@@ -30,25 +30,35 @@ std::string shared_scores_softmax();
 const ViewLayer* plain_layer(const View& v);
 const ViewLayer* plain_strided(const View& v);
 
+// The GEMV's schedules. A team of `team` threads (32: a warp; up to a block of 256) takes
+// `cols` adjacent output columns (weight rows) at once, its threads striding over k with 16-byte
+// loads, `in_flight` of them per column before their products. A column's partial sums meet
+// by shuffles, then in shared memory across a team's warps. Wider teams and more columns per
+// team keep more loads in flight per unit of work, so a GEMV of a few thousand columns ramps up
+// and drains faster; the executor times every schedule on the device per shape (cold weights)
+// and keeps the fastest. The first is the default.
+struct LinearVariant {
+  int in_flight;
+  int cols;
+  int team;
+};
+constexpr LinearVariant kLinearVariants[] = {{4, 1, 32}, {4, 4, 32}, {4, 1, 64}, {4, 1, 128}, {2, 1, 128}, {8, 1, 32}};
+// The threads a schedule launches for `count` outputs: a team per `cols` of them. That is at
+// least a team per work unit where batch rows are few (decode), and the kernel's loop strides
+// over any units left (the executor caps the grid anyway).
+Expr linear_threads(const Expr& count, const LinearVariant& v);
+
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               int in_flight = 4, bool split_k = false);
-// Code for before the kernel's wait on the one before it (griddepcontrol.wait): the first 4 KB
-// of each warp's first weight row start streaming into L2 while that kernel finishes. Weights
-// are never written by kernels, so reading them early is safe. Empty for batched products.
-std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, bool split_k);
-// The GEMV's variants: 16-byte loads in flight per lane, and whether a block's warps split k
-// for one output column (a block per column: finer work units, so a GEMV of a few thousand
-// columns fills the GPU's last wave) or each warp takes a column. The executor times them on
-// the device per shape and keeps the fastest; the first is the default.
-struct LinearVariant {
-  int in_flight;
-  bool split_k;
-};
-constexpr LinearVariant kLinearVariants[] = {{4, false}, {8, false}, {2, true}, {4, true}};
+                                               const LinearVariant& v = kLinearVariants[0]);
+// Code for before the kernel's wait on the one before it (griddepcontrol.wait): the first
+// 128 bytes per thread of each team's first weight rows start streaming into L2 while that
+// kernel finishes. Weights are never written by kernels, so reading them early is safe. Empty
+// for batched products.
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v);
 // Attention in two launches: `partial` runs one block per (query row, slice of
 // kAttentionChunk keys) and writes [max, sum, unnormalised row] per block into a scratch of
 // rows * slices * (dv + 2) floats; `combine` merges the slices (one thread per output element,

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class Context {
   void* context_ = nullptr;
   void* stream_ = nullptr;
   DeviceInfo info_;
+  void* staging_ = nullptr;  // page-locked host memory for large downloads
+  size_t staging_bytes_ = 0;
+  std::mutex staging_mutex_;
 };
 
 // A loaded CUBIN image; functions are looked up by name.
