@@ -146,7 +146,7 @@ class LuminalGraph:
         self._keep = {}  # converted copies of device inputs (int64 -> int32), alive while set
         self.compiled = self._compile()
         self._in_place = {m[1] for m in self.mutations if m[3]}  # inputs the runs update in the caller's memory
-        self._last = {}  # input name -> (data_ptr, version, shape, stride) of what was set
+        self._last = {}  # input name -> (tensor, version, data_ptr, shape, stride, dtype) of what was set
         self._copied = set()  # cuda inputs copied into luminal's buffers rather than read in place
         self._to_copy = []  # this call's (name, tensor) of those, copied after one synchronisation
         self.sets = 0  # inputs handed to the runtime so far
@@ -254,13 +254,17 @@ class LuminalGraph:
                 self.outputs.append(("value", v))
 
     def _set(self, name, t, in_place=False):
+        last = self._last.get(name)
+        if last is not None and last[0] is t and last[1] == t._version and last[2] == t.data_ptr():
+            return  # the same tensor, unchanged (weights, every call): checked first, cheaply
         # A CPU scalar mixes with CUDA tensors in PyTorch too (a torch.tensor(0.0) in a model).
         cpu_scalar = self.cuda and t.device.type == "cpu" and t.dim() == 0 and not in_place
         if (t.device.type == "cuda") != self.cuda and not cpu_scalar:
             raise RuntimeError(f"luminal: input {name} is on {t.device}, but this graph was compiled for the "
                                f"{'cuda' if self.cuda else 'cpu'} backend (no silent copies between devices)")
-        key = (t.data_ptr(), t._version, tuple(t.shape), tuple(t.stride()), t.dtype)
-        if self._last.get(name) == key:
+        key = (t, t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if last is not None and last[1:] == key[1:]:
+            self._last[name] = key
             return  # unchanged since the last call: the runtime still holds (and may have kept work on) it
         t = t.detach().to("cuda") if cpu_scalar else t.detach()
         held = held_dtype(t.dtype)
@@ -274,8 +278,7 @@ class LuminalGraph:
         if self.cuda:
             t = t.contiguous()
             self._keep[name] = t  # alive while set (and until the next call, when copied)
-            last = self._last.get(name)
-            if t.data_ptr() != key[0] or (last is not None and last[0] != key[0] and not in_place):
+            if t.data_ptr() != key[2] or (last is not None and last[2] != key[2] and not in_place):
                 self._copied.add(name)  # a converted copy, or at a new address each call (a token, a position)
             if name in self._copied:  # into luminal's own buffer (the replayed CUDA graph reads a fixed
                 self._to_copy.append((name, t))  # address), once torch's stream has made t: see __call__
