@@ -129,6 +129,7 @@ class LuminalGraph:
         self.outputs = []  # per output: ("tensor", name, torch dtype) | ("input", index) | ("value", v) | ("dim", expr)
         self.constants = {}  # input name -> the tensor a get_attr node reads (set once)
         self.mutations = []  # (placeholder index, input name, luminal value, in place?) per copy_ into an input
+        self.counters = []  # (placeholder index, input name, c, read by the graph?) per copy_(x, x + c) torch does itself
         self._placeholder_nodes = []
         env = {}
         placeholders = 0
@@ -146,6 +147,7 @@ class LuminalGraph:
         self._keep = {}  # converted copies of device inputs (int64 -> int32), alive while set
         self.compiled = self._compile()
         self._in_place = {m[1] for m in self.mutations if m[3]}  # inputs the runs update in the caller's memory
+        self._counted = {name for _, name, _, read in self.counters if not read}
         self._last = {}  # input name -> (tensor, version, data_ptr, shape, stride, dtype) of what was set
         self._copied = set()  # cuda inputs copied into luminal's buffers rather than read in place
         self._to_copy = []  # this call's (name, tensor) of those, copied after one synchronisation
@@ -179,6 +181,10 @@ class LuminalGraph:
             return value
         p = self._placeholder_nodes.index(dst)
         spec = self.inputs[p]
+        if self._counter(node, dst, src):  # x += c: done by torch after each run
+            read = any(u is not src and u is not node for u in dst.users)
+            self.counters.append((p, spec[1], src.args[1], read))
+            return value
         native = spec[0] == "tensor" and held_dtype(spec[2]) == spec[2]
         put = isinstance(src, torch.fx.Node) and src.target in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default)
         only_put = put and src.args[0] is dst and all(u is src or u.target == torch.ops.aten.copy_.default for u in dst.users)
@@ -186,6 +192,22 @@ class LuminalGraph:
             raise LoweringError(f"luminal: copy_ into an input of a non-tensor value{where_from(node)}")
         self.mutations.append((p, spec[1], value, bool(native and only_put)))
         return value
+
+    @staticmethod
+    def _counter(node, dst, src):
+        """copy_(x, x + c) where x + c feeds nothing else: a counter (transformers' static cache
+        keeps a position per layer). The graph's reads of x see its old value, which the runtime
+        was given before the run, so torch can increment x itself after the run: one op a call,
+        where the runtime's way cost an output, a conversion and a copy back."""
+        if not isinstance(src, torch.fx.Node) or src.target not in (torch.ops.aten.add.Tensor, torch.ops.aten.add.Scalar):
+            return False
+        c = src.args[1] if len(src.args) > 1 else None
+        if src.args[0] is not dst or isinstance(c, bool) or not isinstance(c, (int, float)) or src.kwargs.get("alpha", 1) != 1:
+            return False
+        val = dst.meta.get("val")
+        if not isinstance(val, torch.Tensor) or (isinstance(c, float) and not val.dtype.is_floating_point):
+            return False  # x + 0.5 into an integer x rounds in the copy; add_ would refuse
+        return all(u is node for u in src.users)
 
     def _placeholder(self, node, i):
         self._placeholder_nodes.append(node)
@@ -301,6 +323,8 @@ class LuminalGraph:
             in_place = self._in_place
             for spec, a in zip(self.inputs, args):
                 if spec[0] == "tensor":
+                    if spec[1] in self._counted and spec[1] in self._last:
+                        continue  # read by nothing but its increment: set once, as every input must be
                     self._set(spec[1], a, spec[1] in in_place)
                 elif spec[0] == "dim" and spec[1] is not None:
                     dims[spec[1]] = int(a)
@@ -314,6 +338,8 @@ class LuminalGraph:
             for k, (p, name, _, done) in enumerate(self.mutations):
                 if not done:  # copied back; the in-place ones are written already
                     args[p].copy_(self._result(("tensor", f"mut{k}", args[p].dtype), args, dims))
+            for p, _, c, _ in self.counters:
+                args[p].add_(c)
             return tuple(self._result(spec, args, dims) for spec in self.outputs)
         finally:
             for name, _ in self._to_copy:  # a call that failed before copying: set them again next time

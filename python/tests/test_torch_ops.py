@@ -421,3 +421,36 @@ def test_compiled_function_survives_garbage_collection_of_temporaries():
         for _ in range(3):
             torch.testing.assert_close(fn(torch.ones(2, 4)), want, rtol=1e-5, atol=1e-5)
             gc.collect()
+
+
+class Counters(torch.nn.Module):
+    """Two counters as transformers' static cache keeps them: one read before its increment,
+    one read by nothing else; and a buffer updated by a value that is not a counter."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        y = x * (self.pos + 1)  # the value before this call's increment
+        self.pos.add_(1)
+        self.calls.add_(2)
+        self.total.add_(x)
+        return y
+
+
+def test_counters_are_incremented_by_torch_after_the_run():
+    torch._dynamo.reset()
+    eager, compiled_model = Counters(), Counters()
+    fn = torch.compile(compiled_model, backend="luminal")
+    with torch.no_grad():
+        for step in range(4):
+            x = r(3) + step
+            torch.testing.assert_close(fn(x), eager(x))
+    for name in ("pos", "calls", "total"):
+        torch.testing.assert_close(getattr(compiled_model, name), getattr(eager, name))
+    graph = tb.last_graph
+    assert sorted((c[2], c[3]) for c in graph.counters) == [(1, True), (2, False)]  # (increment, read by the graph)
+    assert len(graph.mutations) == 1  # total: x is no constant, so the runtime computes it
