@@ -645,19 +645,29 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
   // next and favour the schedule best at L2 hits, while a decode step reads it cold: a fill of
-  // a scratch larger than L2 evicts it before each timed launch.
+  // a scratch larger than L2 evicts it before each timed launch. Where the device has no room
+  // left for it, the schedules are timed without (tuning must not fail a run).
   struct Scratch {
     Context& ctx;
-    DevicePtr p;
-    ~Scratch() { ctx.free(p); }
-  } flush{ctx_, ctx_.alloc(kL2FlushBytes)};
+    DevicePtr p = 0;
+    ~Scratch() {
+      if (p) ctx.free(p);
+    }
+  } flush{ctx_};
+  if (ctx_.free_memory() > 2 * kL2FlushBytes) {
+    try {
+      flush.p = ctx_.alloc(kL2FlushBytes);
+    } catch (const Error&) {
+      flush.p = 0;
+    }
+  }
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
     void* f = v == 0 ? first : alternatives[v - 1];
     launch(l, k, f, out, in);
     std::vector<double> ms;
     for (int t = 0; t < 5; ++t) {  // schedules differ by a few us: five samples, the median
-      ctx_.fill_zero(flush.p, kL2FlushBytes);
+      if (flush.p) ctx_.fill_zero(flush.p, kL2FlushBytes);
       timer.start();
       launch(l, k, f, out, in);
       ms.push_back(timer.stop_ms());
