@@ -15,6 +15,7 @@ Options (``torch.compile(..., options={...})``): ``backend`` ("cpu", "cuda" or "
 by default the inputs' device decides: CUDA tensors run on the cuda backend, by pointer),
 ``search`` (candidate plans to time, 0: the cost model's plan), ``threads``.
 """
+import math
 import threading
 
 import numpy as np
@@ -420,11 +421,88 @@ def luminal_backend(gm, example_inputs, options=None):
         raise RuntimeError("luminal compiles inference only: run the model under torch.no_grad() or torch.inference_mode()")
 
     decomps = core_aten_decompositions()
+    attention_as_rules_read_it(gm)
     # In-place updates of inputs (a KV cache) stay in the graph as copy_ nodes, so the backend
     # can make them in the caller's memory rather than return new values to copy back.
     with math_attention():
         return aot_autograd(fw_compiler=lambda g, ex: compile_fx(g, ex, opts), bw_compiler=no_backward,
                             decompositions=decomps, keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+_SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
+
+
+def _repeated_heads(node):
+    """The tensor whose heads `node` repeats, when it is transformers' repeat_kv of it:
+    x[:, :, None].expand(b, kv, g, t, d).reshape(b, kv * g, t, d); else None."""
+    import operator
+
+    full = slice(None, None, None)
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_method" and node.target == "reshape" and len(node.args) == 5):
+        return None
+    expand = node.args[0]
+    if not (isinstance(expand, torch.fx.Node) and expand.op == "call_method" and expand.target == "expand" and len(expand.args) == 6):
+        return None
+    get = expand.args[0]
+    if not (isinstance(get, torch.fx.Node) and get.op == "call_function" and get.target is operator.getitem):
+        return None
+    if get.args[1] != (full, full, None, full, full):
+        return None
+    b, kv, g, t, d = expand.args[1:]
+    if not all(isinstance(x, int) for x in (kv, g)) or node.args[1:] != (b, kv * g, t, d):
+        return None
+    return get.args[0]
+
+
+def attention_as_rules_read_it(gm):
+    """Points Dynamo's scaled_dot_product_attention calls at `_attention` before AOT traces them.
+    PyTorch's own math form scales q and k by the square root of the scale each (a product over
+    the whole KV cache per call) and softmaxes through `_safe_softmax`; luminal's attention rule
+    reads scores scaled once, masked by where, softmaxed, times the values. Keys and values that
+    transformers repeated per query head (repeat_kv) are given unrepeated, the query heads of a
+    group then stacked along the rows, as luminal's own decoder graph has them: the kernels read
+    the cache in place rather than through a broadcast."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _SDPA:
+            continue
+        node.target = _attention
+        changed = True
+        if len(node.args) >= 3:
+            k, v = _repeated_heads(node.args[1]), _repeated_heads(node.args[2])
+            if k is not None and v is not None and not node.kwargs.get("enable_gqa", False):
+                node.args = (node.args[0], k, v) + tuple(node.args[3:])
+                node.kwargs = {**node.kwargs, "enable_gqa": True}
+    if changed:  # no dead-code pass here: FX counts in-place methods (the cache's index_copy_) as dead
+        gm.recompile()
+
+
+def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention in f32: (q kᵀ) * scale, where(mask, ., -inf), softmax, times
+    v, the result in q's dtype. PyTorch's form is kept for dropout, an additive float mask, or
+    a mask together with is_causal."""
+    heads, kv_heads = query.shape[-3], key.shape[-3]
+    if (dropout_p != 0.0 or (attn_mask is not None and attn_mask.dtype != torch.bool) or (is_causal and attn_mask is not None)
+            or (heads != kv_heads and (not enable_gqa or heads % kv_heads != 0))):
+        return torch._C._nn.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                                                         enable_gqa=enable_gqa)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    batch, rows, keys, dv = query.shape[:-3], query.shape[-2], key.shape[-2], value.shape[-1]
+    group = heads // kv_heads
+    # Three-dimensional products with the scale on the product itself, as the rule reads them;
+    # a group's query heads stacked along the rows of their kv head.
+    q3 = query.float().reshape(-1, group * rows, query.shape[-1])
+    k3 = key.float().reshape(-1, keys, key.shape[-1])
+    v3 = value.float().reshape(-1, keys, dv)
+    scores = (torch.bmm(q3, k3.transpose(1, 2)) * scale).reshape(*batch, heads, rows, keys)
+    if is_causal:
+        attn_mask = torch.ones(rows, keys, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        scores = torch.where(attn_mask, scores, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).reshape(-1, group * rows, keys)
+    out = torch.bmm(probs, v3).reshape(*batch, heads, rows, dv)
+    return out.to(query.dtype)
 
 
 def math_attention():

@@ -83,6 +83,28 @@ def test_decode_loop_with_static_cache_compiles_once():
         torch.testing.assert_close(g.values, w.values, rtol=1e-5, atol=1e-5)
 
 
+def test_attention_reaches_the_plan_as_one_kernel():
+    """transformers' attention call (keys and values repeated per query head, a bool mask) is
+    planned as one Attention kernel per layer reading the cache's own kv heads, not PyTorch's
+    math form (q and k each scaled, a safe softmax): the logits still match eager."""
+    torch._dynamo.reset()
+    model = tiny("llama")  # 4 query heads, 2 kv heads
+    from transformers import StaticCache
+
+    def step(forward):
+        cache = StaticCache(config=model.config, max_cache_len=16)
+        model(torch.tensor([[1, 2, 3]]), past_key_values=cache, cache_position=torch.arange(3), use_cache=True)
+        return forward(torch.tensor([[4]]), past_key_values=cache, cache_position=torch.tensor([3]), use_cache=True).logits
+
+    with torch.no_grad():
+        want = step(model)
+        got = step(torch.compile(model, backend="luminal"))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    plan = tb.last_graph.compiled.plan()
+    assert plan.count("Kernel(Attention") == model.config.num_hidden_layers
+    assert "Softmax" not in plan
+
+
 def test_weights_are_set_once():
     """Repeated calls set only the inputs that changed (the token ids), not the weights."""
     torch._dynamo.reset()

@@ -1,6 +1,7 @@
 // The CPU Attention kernel against the reference (matmul, scale, where, softmax, matmul step by
 // step): prefill- and decode-shaped problems, keys read transposed out of a longer cache, a
-// causal mask broadcast over heads and reshaped flat, fully masked rows (NaN in both).
+// causal mask broadcast over heads and reshaped flat, fully masked rows (NaN in both), bf16 keys
+// and values.
 #include "backends/cpu/attention.h"
 
 #include "kernel_compare.h"
@@ -72,10 +73,22 @@ TEST(CpuAttention, FullyMaskedRowsAreNaNAsInTheReference) {
   compare(kernel_node("Attention", 2, 0.3f), {q, kt, v, mask}, {b, m, d}, kSums);
 }
 
+// bf16 keys and values (a torch model's KV cache, read through its own heads): widened exactly,
+// as the reference reads them, and computed natively.
+TEST(CpuAttention, Bf16KeysAndValuesMatchTheReference) {
+  const int64_t b = 2, m = 4, k = 16, n = 6, d = 8, context = 9;
+  KernelInput q = whole(random_f32({b, m, k}, 31));
+  KernelInput kt{random_f32({b, context, k}, 32).cast(DType::BF16),
+                 View::contiguous(exprs({b, context, k})).slice(1, Expr(0), Expr(n)).permute({0, 2, 1})};
+  KernelInput v{random_f32({b, context, d}, 33).cast(DType::BF16), View::contiguous(exprs({b, context, d})).slice(1, Expr(0), Expr(n))};
+  KernelInput mask = whole(Buffer::boolean(std::vector<bool>(static_cast<size_t>(b * m * n), true), {b * m * n}));
+  compare(kernel_node("Attention", 2, 0.25f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
 TEST(CpuAttention, FallsBackForNonFloatValues) {
   KernelInput q = whole(random_f32({1, 2, 8}, 1));
   KernelInput kt = whole(random_f32({1, 8, 3}, 2));
-  Buffer vb(DType::BF16, {1, 3, 8});
+  Buffer vb(DType::I32, {1, 3, 8});
   KernelInput v = whole(vb);
   KernelInput mask = whole(Buffer::boolean(std::vector<bool>(6, true), {6}));
   compare(kernel_node("Attention", 2, 0.5f), {q, kt, v, mask}, {1, 2, 8}, kSums, false);

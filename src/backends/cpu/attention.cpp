@@ -49,8 +49,12 @@ LM_SIMD_CLONES void axpy(float w, const float* v, int64_t step, float* out, int6
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out,
                ThreadPool& pool) {
   if (in.size() != 4 || out.dtype() != DType::F32) return false;
+  // bf16 or f16 operands (a torch model's KV cache) are widened exactly, as the reference reads
+  // them: into the f32 copies below.
   for (size_t i = 0; i < 3; ++i)
-    if (in[i].dtype() != DType::F32 || s[i].size() < 2 || s[i].size() != s[0].size()) return false;
+    if ((in[i].dtype() != DType::F32 && in[i].dtype() != DType::BF16 && in[i].dtype() != DType::F16) || s[i].size() < 2 ||
+        s[i].size() != s[0].size())
+      return false;
   const size_t r = s[0].size();
   const int64_t m = s[0][r - 2], k = s[0][r - 1], nk = s[1][r - 1], d = s[2][r - 1];
   if (s[1][r - 2] != k || s[2][r - 2] != nk) return false;
