@@ -479,8 +479,9 @@ def attention_as_rules_read_it(gm):
 
 def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention in f32: (q kᵀ) * scale, where(mask, ., -inf), softmax, times
-    v, the result in q's dtype. PyTorch's form is kept for dropout, an additive float mask, or
-    a mask together with is_causal."""
+    v, the result in q's dtype; a row whose keys are all masked gives zeros, as PyTorch's does
+    (not 0/0). PyTorch's form is kept for dropout, an additive float mask, or a mask together
+    with is_causal."""
     heads, kv_heads = query.shape[-3], key.shape[-3]
     if (dropout_p != 0.0 or (attn_mask is not None and attn_mask.dtype != torch.bool) or (is_causal and attn_mask is not None)
             or (heads != kv_heads and (not enable_gqa or heads % kv_heads != 0))):
@@ -502,6 +503,8 @@ def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         scores = torch.where(attn_mask, scores, float("-inf"))
     probs = torch.softmax(scores, dim=-1).reshape(-1, group * rows, keys)
     out = torch.bmm(probs, v3).reshape(*batch, heads, rows, dv)
+    if attn_mask is not None and not is_causal:  # (a causal row always sees its first key)
+        out = torch.where(attn_mask.any(dim=-1, keepdim=True), out, 0.0)
     return out.to(query.dtype)
 
 
