@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "backends/cuda/cublaslt.h"
@@ -221,15 +222,13 @@ void CudaExecutor::new_values(NodeId id) {
   // run from now on, inside the recorded graphs, which then need not be dropped on each run.
   invariant_inputs_.erase(id);
   changing_inputs_.insert(id);
-  for (auto it = kept_.begin(); it != kept_.end();) {
-    if (!keeps(it->first)) {
-      kept_bytes_ -= it->second.value.bytes;
-      ctx_.free(it->second.value.ptr);
-      it = kept_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  for (auto it = kept_.begin(); it != kept_.end();) it = keeps(it->first) ? std::next(it) : forget_kept(it);
+}
+
+std::map<NodeId, CudaExecutor::Kept>::iterator CudaExecutor::forget_kept(std::map<NodeId, Kept>::iterator it) {
+  kept_bytes_ -= it->second.value.bytes;
+  ctx_.free(it->second.value.ptr);
+  return kept_.erase(it);
 }
 
 bool CudaExecutor::keeps(NodeId id) const {
@@ -523,11 +522,7 @@ void CudaExecutor::run() {
     release_inputs(n, 0);
     if (invariant && !capture) {  // no frees while recording (kept values exist by then)
       auto it = kept_.find(id);
-      if (it != kept_.end()) {  // its inputs changed: the new value replaces the old one
-        kept_bytes_ -= it->second.value.bytes;
-        ctx_.free(it->second.value.ptr);
-        kept_.erase(it);
-      }
+      if (it != kept_.end()) forget_kept(it);  // its inputs changed: the new value replaces the old one
       if (kept_bytes_ + out.bytes <= kMaxKeptBytes) {
         out.kept = true;
         kept_bytes_ += out.bytes;
@@ -732,10 +727,9 @@ CudaExecutor::DeviceTensor CudaExecutor::output_device(const std::string& name) 
 std::vector<float> CudaExecutor::output_f32(const std::string& name) const {
   const DeviceBuffer& o = computed_output(name);
   if (o.dtype != DType::F32) return output(name).to_f32();
-  size_t n = 1;
-  for (int64_t d : o.shape) n *= static_cast<size_t>(d);
-  std::vector<float> r(n);
-  ctx_.download(r.data(), o.ptr, n * sizeof(float));
+  const size_t bytes = bytes_of(o.dtype, o.shape);
+  std::vector<float> r(bytes / sizeof(float));
+  ctx_.download(r.data(), o.ptr, bytes);
   return r;
 }
 

@@ -212,6 +212,7 @@ class CudaExecutor {
     std::vector<uint64_t> versions;
   };
   std::map<NodeId, Kept> kept_;
+  std::map<NodeId, Kept>::iterator forget_kept(std::map<NodeId, Kept>::iterator it);  // frees it; the next one
   std::map<NodeId, uint64_t> input_versions_;
   size_t kept_bytes_ = 0;
   static constexpr size_t kMaxKeptBytes = size_t(512) << 20;
