@@ -12,7 +12,7 @@ import time
 import torch
 import transformers
 
-from torch_compile_bench import PRESETS
+from torch_compile_bench import PRESETS, random_model
 
 
 def main():
@@ -26,10 +26,8 @@ def main():
     a = ap.parse_args()
     import luminal.torch_backend as tb
 
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(**PRESETS[a.preset], max_position_embeddings=4096)
-    with torch.device(a.device):
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, a.dtype)).eval()
+    model = random_model(a.preset, a.dtype, a.device)
+    config = model.config
     compiled = torch.compile(model, backend="luminal")
     prompt = torch.randint(0, config.vocab_size, (1, a.prompt), device=a.device)
     cache = transformers.StaticCache(config=model.config, max_cache_len=a.prompt + 2 * a.steps + 8)

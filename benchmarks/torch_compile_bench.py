@@ -47,6 +47,14 @@ def decode(model, forward, prompt, steps, cache_len, device):
     return tokens, times
 
 
+def random_model(preset, dtype, device):
+    """A Llama of the preset's shape with random weights (seed 0), in eval mode."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**PRESETS[preset], max_position_embeddings=4096)
+    with torch.device(device):
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="smollm2-135m", choices=sorted(PRESETS))
@@ -61,10 +69,8 @@ def main():
         torch.set_num_threads(a.threads)
     import luminal.torch_backend as tb
 
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(**PRESETS[a.preset], max_position_embeddings=4096)
-    with torch.device(a.device):
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, a.dtype)).eval()
+    model = random_model(a.preset, a.dtype, a.device)
+    config = model.config
     params = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
     prompt = torch.randint(0, config.vocab_size, (1, a.prompt), device=a.device)
     cache_len = a.prompt + a.steps + 8
