@@ -13,6 +13,7 @@ def r(*shape, dtype=torch.float32):
 
 EMPTY_ROW_MASK = torch.ones(3, 5, dtype=torch.bool)
 EMPTY_ROW_MASK[1] = False  # a query row with no key to attend: zeros in PyTorch, not 0/0
+# (an input of the case, so the CUDA suite moves it to the device with q, k and v)
 
 
 def pos(*shape):
@@ -109,8 +110,8 @@ CASES = [
     ("linear_bf16", lambda x, w: F.linear(x, w), (r(3, 8, dtype=torch.bfloat16), r(5, 8, dtype=torch.bfloat16)), 1e-2),
     ("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (r(1, 2, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), 1e-5),
     ("sdpa_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0), (r(2, 2, 3, 4), r(2, 2, 6, 4), r(2, 2, 6, 4), r(3, 6)), 1e-5),
-    ("sdpa_mask_empty_row", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=EMPTY_ROW_MASK),
-     (r(1, 2, 3, 4), r(1, 2, 5, 4), r(1, 2, 5, 4)), 1e-5),
+    ("sdpa_mask_empty_row", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+     (r(1, 2, 3, 4), r(1, 2, 5, 4), r(1, 2, 5, 4), EMPTY_ROW_MASK), 1e-5),
     ("baddbmm", lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2), (r(2, 3, 5), r(2, 3, 4), r(2, 4, 5)), 1e-5),
     ("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), (r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), 1e-5),
     ("grouped_mm", lambda a, b, o: torch._grouped_mm(a, b, offs=o), (r(6, 8, dtype=torch.bfloat16), r(3, 8, 8, dtype=torch.bfloat16), torch.tensor([2, 2, 6], dtype=torch.int32)), 1e-2),
