@@ -114,8 +114,12 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
     EXPECT_EQ(t.find("lm_grid_wait();", wait + 1), std::string::npos) << t;
     EXPECT_LT(t.find("lm_grid_release();"), wait) << t;
     const size_t early = t.find("if (blockIdx.x >=");
-    if (early != std::string::npos) EXPECT_LT(wait, early) << t;
-    if (t.find("lm_vec") != std::string::npos && t.find("lm_kk") != std::string::npos) EXPECT_LT(t.find("prefetch.global.L2"), wait) << t;
+    if (early != std::string::npos) {
+      EXPECT_LT(wait, early) << t;
+    }
+    if (t.find("lm_vec") != std::string::npos && t.find("lm_kk") != std::string::npos) {
+      EXPECT_LT(t.find("prefetch.global.L2"), wait) << t;
+    }
   }
 }
 

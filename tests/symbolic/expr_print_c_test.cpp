@@ -158,3 +158,36 @@ TEST(ExprToC, CompiledCodeMatchesEval) {
   EXPECT_EQ(mismatches, 0);
   EXPECT_EQ(compared, static_cast<int>(fns.size() * g.size()));
 }
+
+// The prelude's floor division and modulo, whose fast path takes operands below 2^31 as 32-bit
+// unsigned: against floor semantics computed here, on signs, zero and values past 32 bits.
+TEST(ExprToC, PreludeDivisionIsFloorDivisionEverywhere) {
+  std::string cc = find_compiler();
+  if (cc.empty()) GTEST_SKIP() << "no C compiler found (tried cc, gcc, clang, g++, c++)";
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty()) << "mkdtemp failed";
+  const int64_t values[] = {0, 1, 7, -1, -7, 128, -128, 2147483647LL, 2147483648LL, -2147483648LL, 4294967296LL + 5, -(4294967296LL + 5),
+                            (1LL << 40) + 3};
+  const int64_t divisors[] = {1, 3, 128, -3, 2147483647LL, 2147483648LL, 4294967296LL, -(1LL << 33)};
+  std::ostringstream src;
+  src << Expr::c_prelude() << "#include <stdio.h>\nint main(void) {\n";
+  for (int64_t a : values)
+    for (int64_t b : divisors)
+      src << "  printf(\"%lld %lld\\n\", lm_floordiv(" << a << "LL, " << b << "LL), lm_mod(" << a << "LL, " << b << "LL));\n";
+  src << "  return 0;\n}\n";
+  std::filesystem::path c_file = dir.path / "div.c", exe = dir.path / "div", out = dir.path / "out.txt", err = dir.path / "err.txt";
+  std::ofstream(c_file) << src.str();
+  ASSERT_EQ(std::system((cc + " -x c -O0 -w -o '" + exe.string() + "' '" + c_file.string() + "' 2>'" + err.string() + "'").c_str()), 0)
+      << read_file(err);
+  ASSERT_EQ(std::system(("'" + exe.string() + "' >'" + out.string() + "'").c_str()), 0);
+  std::istringstream lines(read_file(out));
+  for (int64_t a : values)
+    for (int64_t b : divisors) {
+      long long q = 0, m = 0;
+      ASSERT_TRUE(static_cast<bool>(lines >> q >> m));
+      int64_t want_q = a / b;
+      if (a % b != 0 && ((a < 0) != (b < 0))) --want_q;  // floor, not truncation
+      EXPECT_EQ(q, want_q) << a << " // " << b;
+      EXPECT_EQ(m, a - want_q * b) << a << " mod " << b;
+    }
+}

@@ -137,13 +137,16 @@ std::string batch_coords(size_t r) {
 }  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
-// length; a mask may limit the key and batch dims, never the head dim). One block per query row
-// and slice of keys (flash-decoding): q's row goes to shared memory once (through its loader:
-// grouped-query views merge dims that one stride cannot express); each warp takes a key, its
-// lanes over the head dim, reading the key's row in consecutive runs; the slice's softmax stays
-// in shared memory; the warps then split the slice's keys for the values, four output columns
-// per lane. Addresses come from the strides, computed once per key, not through the general
-// index expressions. The combine launch merges the slices.
+// length; a mask may limit the key and batch dims, never the head dim). One block per group of
+// kAttentionRows query rows of one batch entry and slice of kAttentionChunk keys
+// (flash-decoding). A grouped-query decode has its group's query heads as the rows of one batch
+// entry (one KV head), so the block reads each key and value row once for all of them, not once
+// per query head. The rows' q go to shared memory once (through q's loader: grouped-query views
+// merge dims that one stride cannot express); each warp takes four keys at a time, its lanes over
+// the head dim, every key's row read in consecutive runs; a warp per row then takes the slice's
+// softmax statistics; the warps split the slice's keys for the values, four output columns per
+// lane. Addresses come from the strides, computed once per key. The combine launch merges the
+// slices.
 std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
@@ -156,101 +159,138 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
   auto base = [&](const ViewLayer& l, const std::string& key_coord, size_t key_dim, size_t skip) {
     return base_index(l, r, key_coord, key_dim, skip);
   };
+  static_assert(kBlockThreads / 32 >= kAttentionRows, "a warp per row takes the softmax statistics");
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
-  // The mask at this row's key: through one index per row where its layout allows.
-  const std::string mask_fn = mask_reader(n, dt[3], k->shape[r - 1]) + "  const long long lm_mb = lm_mask_row(lm_row);\n"
-                              "  auto lm_mask = [&](long long lm_key) { return lm_mask_at(lm_mb, lm_key); };\n";
+  const std::string ninf = "__int_as_float((int)0xff800000u)";
   std::ostringstream s;
   s << "  extern __shared__ float lm_sh[];\n"
+    << "  constexpr int lm_R = " << kAttentionRows << ", lm_CH = " << kAttentionChunk << ";\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_dk = " << c(n.inputs[0].view.shape()[r - 1])
     << ", lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
-    << "  float* lm_q = lm_sh;\n  float* lm_sc = lm_sh + lm_dk;\n"
-    // This block's query row and its slice of the keys, [lm_k0, lm_k1).
-    << "  const long long lm_splits = (lm_keys + " << kAttentionChunk << " - 1) / " << kAttentionChunk << ";\n"
-    << "  const long long lm_row = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_row * lm_splits, lm_b = lm_row / lm_seq;\n"
-    << "  const long long lm_k0 = lm_split * " << kAttentionChunk << ", lm_k1 = lm_k0 + " << kAttentionChunk
-    << " < lm_keys ? lm_k0 + " << kAttentionChunk << " : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
-    << batch_coords(r)
-    << "  for (long long lm_p = threadIdx.x; lm_p < lm_dk; lm_p += blockDim.x) lm_q[lm_p] = (float)lm_ld0(lm_row * lm_dk + lm_p);\n"
-    << "  __syncthreads();\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
+    << "  float* lm_q = lm_sh;                      // [R][dk]\n"
+    << "  float* lm_sc = lm_q + lm_R * lm_dk;       // [R][CH] scores, then probabilities\n"
+    << "  float* lm_part = lm_sc + lm_R * lm_CH;    // [warps][R][dv] each warp's partial rows\n"
+    << "  __shared__ float lm_stat[lm_R][2];         // each row's slice max and sum\n"
+    // This block's rows [lm_i0, lm_i0 + lm_live) of batch entry lm_b, and its slice of the
+    // keys, [lm_k0, lm_k1).
+    << "  const long long lm_splits = (lm_keys + lm_CH - 1) / lm_CH, lm_gpb = (lm_seq + lm_R - 1) / lm_R;\n"
+    << "  const long long lm_grp = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
+    << "  const long long lm_b = lm_grp / lm_gpb, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
+    << "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
+    << "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
+    << batch_coords(r)
+    << "  for (long long lm_p = threadIdx.x; lm_p < lm_R * lm_dk; lm_p += blockDim.x) {\n"
+    << "    const long long lm_rr = lm_p / lm_dk;\n"
+    << "    lm_q[lm_p] = lm_rr < lm_live ? (float)lm_ld0((lm_row0 + lm_rr) * lm_dk + (lm_p - lm_rr * lm_dk)) : 0.0f;\n  }\n"
+    << "  __syncthreads();\n"
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
-    << mask_fn
-    // A masked key's score is -inf whatever its row holds: its row is not read (half the
-    // keys of a causal prefill). Each warp takes four keys at a time, their loads in flight
-    // together: one key at a time left a decode step's attention waiting on memory.
+    // The mask at (row, key): through one index per row where its layout allows.
+    << mask_reader(n, dt[3], k->shape[r - 1])
+    << "  long long lm_mb[lm_R];\n"
+    << "  #pragma unroll\n"
+    << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) lm_mb[lm_rr] = lm_rr < lm_live ? lm_mask_row(lm_row0 + lm_rr) : 0;\n"
+    // A key that the mask hides from every row of the group is not read (half the keys of a
+    // causal prefill); one hidden from some rows scores -inf there. Each warp takes four keys
+    // at a time, their loads in flight together.
     << "  for (long long lm_key0 = lm_k0 + lm_warp; lm_key0 < lm_k1; lm_key0 += 4 * lm_warps) {\n"
-    << "    bool lm_use[4], lm_ok[4];\n    long long lm_kb[4];\n    float lm_acc[4];\n"
+    << "    bool lm_use[4][lm_R], lm_ok[4];\n    long long lm_kb[4];\n    float lm_acc[4][lm_R];\n"
     << "    #pragma unroll\n"
     << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
     << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
-    << "      lm_use[lm_u] = lm_key < lm_k1 && lm_mask(lm_key) != 0;\n"
-    << "      lm_ok[lm_u] = lm_use[lm_u] && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
-    << "      lm_kb[lm_u] = lm_ok[lm_u] ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n"
-    << "      lm_acc[lm_u] = 0.0f;\n    }\n"
-    << "    for (long long lm_p = lm_lane; lm_p < lm_dk; lm_p += 32) {\n"
-    << "      const float lm_qp = " << convert("lm_q[lm_p]", DType::F32, t) << ";\n"
+    << "      bool lm_any = false;\n"
     << "      #pragma unroll\n"
-    << "      for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-    << "        const float lm_kv = lm_ok[lm_u] ? " << load(dt[1], "lm_K[lm_kb[lm_u] + lm_p * lm_ksp]") << " : "
+    << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+    << "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n"
+    << "        lm_any = lm_any || lm_use[lm_u][lm_rr];\n        lm_acc[lm_u][lm_rr] = 0.0f;\n      }\n"
+    << "      lm_ok[lm_u] = lm_any && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
+    << "      lm_kb[lm_u] = lm_ok[lm_u] ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n    }\n"
+    << "    for (long long lm_p = lm_lane; lm_p < lm_dk; lm_p += 32) {\n"
+    << "      float lm_kv[4];\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
+    << "        lm_kv[lm_u] = lm_ok[lm_u] ? " << load(dt[1], "lm_K[lm_kb[lm_u] + lm_p * lm_ksp]") << " : "
     << value_lit(n.inputs[1].view.pad_value(), dt[1]) << ";\n"
-    << "        lm_acc[lm_u] = __fmaf_rn(lm_qp, lm_kv, lm_acc[lm_u]);\n      }\n    }\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+    << "        const float lm_qp = " << convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) << ";\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, lm_kv[lm_u], lm_acc[lm_u][lm_rr]);\n"
+    << "      }\n    }\n"
     << "    #pragma unroll\n"
     << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-    << "      float lm_v = lm_acc[lm_u];\n"
-    << "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_o);\n"
     << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
-    << "      if (lm_lane == 0 && lm_key < lm_k1)\n"
-    << "        lm_sc[lm_key - lm_k0] = lm_use[lm_u] ? " << convert("lm_v", DType::F32, t) << " * " << float_lit(n.constant)
-    << " : __int_as_float((int)0xff800000u);\n    }\n  }\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+    << "        float lm_v = lm_acc[lm_u][lm_rr];\n"
+    << "        for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_o);\n"
+    << "        if (lm_lane == 0 && lm_key < lm_k1)\n"
+    << "          lm_sc[lm_rr * lm_CH + (lm_key - lm_k0)] = lm_use[lm_u][lm_rr] ? " << convert("lm_v", DType::F32, t) << " * "
+    << float_lit(n.constant) << " : " << ninf << ";\n      }\n    }\n  }\n"
     << "  __syncthreads();\n"
-    // The slice's own softmax statistics: its max, and exponentials relative to it (a slice
-    // whose keys are all masked has max -inf and contributes nothing).
-    << "  float lm_mx = __int_as_float((int)0xff800000u);\n"
-    << "  for (long long lm_i = threadIdx.x; lm_i < lm_nk; lm_i += blockDim.x) lm_mx = lm_fmax_nan(lm_mx, lm_sc[lm_i]);\n"
-    << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
-    << "  const bool lm_none = lm_mx == __int_as_float((int)0xff800000u);\n"
-    << "  float lm_sum = 0.0f;\n"
-    << "  for (long long lm_i = threadIdx.x; lm_i < lm_nk; lm_i += blockDim.x) {\n"
-    << "    const float lm_e = lm_none ? 0.0f : exp2f((lm_sc[lm_i] + lm_mx * -1.0f) * lm_log2e);\n    lm_sc[lm_i] = lm_e;\n    lm_sum += lm_e;\n  }\n"
-    << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n"
+    // Each row's slice statistics, a warp per row: its max, and exponentials relative to it (a
+    // slice whose keys are all masked for the row has max -inf and contributes nothing).
+    << "  if (lm_warp < lm_R) {\n"
+    << "    float* lm_row_sc = lm_sc + lm_warp * lm_CH;\n"
+    << "    float lm_mx = " << ninf << ";\n"
+    << "    for (long long lm_i = lm_lane; lm_i < lm_nk; lm_i += 32) lm_mx = lm_fmax_nan(lm_mx, lm_row_sc[lm_i]);\n"
+    << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_mx = lm_fmax_nan(lm_mx, __shfl_xor_sync(0xffffffffu, lm_mx, lm_o));\n"
+    << "    const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << "    const bool lm_none = lm_mx == " << ninf << ";\n"
+    << "    float lm_sum = 0.0f;\n"
+    << "    for (long long lm_i = lm_lane; lm_i < lm_nk; lm_i += 32) {\n"
+    << "      const float lm_e = lm_none ? 0.0f : exp2f((lm_row_sc[lm_i] + lm_mx * -1.0f) * lm_log2e);\n"
+    << "      lm_row_sc[lm_i] = lm_e;\n      lm_sum += lm_e;\n    }\n"
+    << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_sum += __shfl_xor_sync(0xffffffffu, lm_sum, lm_o);\n"
+    << "    if (lm_lane == 0) { lm_stat[lm_warp][0] = lm_mx; lm_stat[lm_warp][1] = lm_sum; }\n  }\n"
     << "  __syncthreads();\n"
-    // Values: each warp takes every warps-th key and its lanes four consecutive output columns
-    // each (a warp reads a value row's 128 columns in one run); masked keys (probability 0)
-    // are skipped; the warps' partial rows meet in shared memory.
-    << "  float* lm_part = lm_sc + " << kAttentionChunk << ";\n"
+    // Values: each warp takes every warps-th key (four at a time) and its lanes four consecutive
+    // output columns each (a warp reads a value row's 128 columns in one run), for every row of
+    // the group; keys no row weighs are skipped, and a row adds nothing for a key of
+    // probability 0 whatever its (pad) values. The warps' partial rows meet in shared memory.
     << "  for (long long lm_j0 = 0; lm_j0 < lm_dv; lm_j0 += 128) {\n"
-    << "    float lm_a[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+    << "    float lm_a[lm_R][4];\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) lm_a[lm_rr][0] = lm_a[lm_rr][1] = lm_a[lm_rr][2] = lm_a[lm_rr][3] = 0.0f;\n"
     << "    for (long long lm_key0 = lm_k0 + lm_warp; lm_key0 < lm_k1; lm_key0 += 4 * lm_warps) {\n"
-    << "      float lm_vv[4][4];\n      float lm_pr[4];\n"
+    << "      float lm_vv[4][4], lm_pr[4][lm_R];\n"
     << "      #pragma unroll\n"
     << "      for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
     << "        const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
-    << "        lm_pr[lm_u] = lm_key < lm_k1 ? lm_sc[lm_key - lm_k0] : 0.0f;\n"
-    << "        const bool lm_ok = lm_pr[lm_u] != 0.0f && " << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
+    << "        bool lm_any = false;\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+    << "          lm_pr[lm_u][lm_rr] = lm_key < lm_k1 ? lm_sc[lm_rr * lm_CH + (lm_key - lm_k0)] : 0.0f;\n"
+    << "          lm_any = lm_any || lm_pr[lm_u][lm_rr] != 0.0f;\n        }\n"
+    << "        const bool lm_ok = lm_any && " << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
     << "        const long long lm_vb = lm_ok ? " << base(*v, "lm_key", r - 2, r - 1) << " : 0;\n"
     << "        #pragma unroll\n"
     << "        for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
     << "          const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
     << "          lm_vv[lm_u][lm_e] = lm_ok && lm_j < lm_dv ? " << load(dt[2], "lm_V[lm_vb + lm_j * lm_vsj]") << " : "
     << value_lit(n.inputs[2].view.pad_value(), dt[2]) << ";\n        }\n      }\n"
-    // Masked keys (probability 0) add nothing, whatever their (pad) values.
     << "      #pragma unroll\n"
     << "      for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
-    << "        if (lm_pr[lm_u] != 0.0f)\n"
-    << "          for (int lm_e = 0; lm_e < 4; ++lm_e) lm_a[lm_e] = __fmaf_rn(lm_pr[lm_u], lm_vv[lm_u][lm_e], lm_a[lm_e]);\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
+    << "          if (lm_pr[lm_u][lm_rr] != 0.0f)\n"
+    << "            for (int lm_e = 0; lm_e < 4; ++lm_e) lm_a[lm_rr][lm_e] = __fmaf_rn(lm_pr[lm_u][lm_rr], lm_vv[lm_u][lm_e], lm_a[lm_rr][lm_e]);\n"
     << "    }\n"
-    << "    for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "      const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
-    << "      if (lm_j < lm_dv) lm_part[lm_warp * lm_dv + lm_j] = lm_a[lm_e];\n    }\n  }\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
+    << "      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << "        const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
+    << "        if (lm_j < lm_dv) lm_part[(lm_warp * lm_R + lm_rr) * lm_dv + lm_j] = lm_a[lm_rr][lm_e];\n      }\n  }\n"
     << "  __syncthreads();\n"
-    // The slice's partial result for the combine step: [max, sum, unnormalised row].
-    << "  float* lm_res = (float*)lm_out + blockIdx.x * (lm_dv + 2);\n"
-    << "  if (threadIdx.x == 0) { lm_res[0] = lm_mx; lm_res[1] = lm_sum; }\n"
-    << "  for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
-    << "    float lm_acc = 0.0f;\n    for (int lm_w = 0; lm_w < lm_warps; ++lm_w) lm_acc += lm_part[lm_w * lm_dv + lm_j];\n"
-    << "    lm_res[2 + lm_j] = lm_acc;\n  }\n";
+    // Each live row's partial result for the combine step, [max, sum, unnormalised row], at
+    // (row, slice) of the scratch.
+    << "  for (int lm_rr = 0; lm_rr < lm_live; ++lm_rr) {\n"
+    << "    float* lm_res = (float*)lm_out + ((lm_row0 + lm_rr) * lm_splits + lm_split) * (lm_dv + 2);\n"
+    << "    if (threadIdx.x == 0) { lm_res[0] = lm_stat[lm_rr][0]; lm_res[1] = lm_stat[lm_rr][1]; }\n"
+    << "    for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
+    << "      float lm_acc = 0.0f;\n      for (int lm_w = 0; lm_w < lm_warps; ++lm_w) lm_acc += lm_part[(lm_w * lm_R + lm_rr) * lm_dv + lm_j];\n"
+    << "      lm_res[2 + lm_j] = lm_acc;\n    }\n  }\n";
   // Combine: each output element weighs the slices' partial rows by exp(slice max - max).
   std::ostringstream cb;
   cb << "  const long long lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
@@ -262,8 +302,12 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
      << "    const long long lm_row = lm_z / lm_dv, lm_j = lm_z - lm_row * lm_dv;\n"
      << "    const float* lm_p = (const float*)lm_in0 + lm_row * lm_splits * (lm_dv + 2);\n"
      << "    float lm_m = __int_as_float((int)0xff800000u);\n"
+     // Unrolled: the slices' loads are independent, and one at a time left the combine waiting
+     // on L2 once per slice.
+     << "    #pragma unroll 4\n"
      << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) lm_m = lm_fmax_nan(lm_m, lm_p[lm_s * (lm_dv + 2)]);\n"
      << "    float lm_l = 0.0f, lm_o = 0.0f;\n"
+     << "    #pragma unroll 4\n"
      << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) {\n"
      << "      const float* lm_q = lm_p + lm_s * (lm_dv + 2);\n"
      << "      const float lm_w = lm_q[0] == __int_as_float((int)0xff800000u) ? 0.0f : exp2f((lm_q[0] + lm_m * -1.0f) * lm_log2e);\n"

@@ -62,7 +62,8 @@ class KernelWriter {
   // launch, it only fills SMs this one leaves free) and waits for the kernel before it to finish
   // before `body`: so every write of a kernel follows all earlier kernels' completion, and a
   // kernel's launch and `before_wait` (reads of weights) overlap the previous one's tail.
-  std::string finish(const std::string& body, FunctionSet& functions, const std::string& before_wait = "") const {
+  std::string finish(const std::string& body, FunctionSet& functions, const std::string& before_wait = "",
+                     int max_threads = kBlockThreads) const {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
@@ -72,10 +73,11 @@ class KernelWriter {
     // The node's kind in the name, so profilers' kernel lists say what each function is.
     std::string kind;
     for (char ch : n_.kernel.empty() ? std::string(op_name(n_.op)) : n_.kernel) kind += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    std::string name = "lm_" + kind + "_" + hash_key(text);
+    const std::string bounds = "__launch_bounds__(" + std::to_string(max_threads) + ") ";
+    std::string name = "lm_" + kind + "_" + hash_key(bounds + text);
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);
-      functions.texts.push_back("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlockThreads) + ") " + name + text + "\n");
+      functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text + "\n");
     }
     return name;
   }
@@ -210,10 +212,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     std::string body = count_decl + kGridLoop + per_element + "  }\n";
     r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
-  auto rows = [&](const std::string& body, const Expr& work, const Expr& shared = Expr(0)) {
+  // One block per row of `length` elements, its threads sized to the row (Launch::row_length).
+  auto rows = [&](const std::string& body, const Expr& work, const Expr& length) {
     // Launches may size their grid for larger dims than this run's (a replayed CUDA graph):
     // blocks past the rows return at once.
-    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions), Launch::Grid::Rows, work, shared});
+    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions, "", kRowMaxThreads), Launch::Grid::Rows,
+                          work, Expr(0), length});
   };
 
   const OpKind op = n.op;
@@ -283,7 +287,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     } else {
       s << "  " << w.out_store("lm_row", "lm_r", t);
     }
-    rows(s.str(), rows_of(w.in_shape(0), n.axis));
+    rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
     return r;
   }
   if (op != OpKind::Kernel) throw Error(std::string("CUDA backend: no kernel for op ") + op_name(op));
@@ -331,7 +335,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
         << loop << "    " << w.out_store("lm_at(lm_k)", "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
     }
-    rows(s.str(), rows_of(w.in_shape(0), n.axis));
+    rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
     return r;
   }
   // Products round to A's dtype, as the Mul node they replaced; sums run in f32 (i32 wraps).
@@ -407,18 +411,19 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     return r;
   }
   if (k == "Attention") {
-    // One block per query row: its scores live in shared memory (4 bytes per key). Decode has
-    // few rows (one per head): splitting the keys over blocks is the next step.
+    // Strided keys and values: split over slices of keys (strided_attention), or tiled for a
+    // prefill. Otherwise one block per query row, its scores in shared memory (4 bytes a key).
     const std::vector<Expr>& q = w.in_shape(0);
     const size_t rank = q.size();
     const DType t = w.in_dtype(0);
     const Expr keys = w.in_shape(1).back(), seq = q[rank - 2];
     if (auto a = strided_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
       const Expr rows = product_of(q, 0, rank - 1), dv = w.in_shape(2).back(), slices = ceil_div(keys, Expr(kAttentionChunk));
+      const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows)) * slices;
       r.scratch_f32 = rows * slices * (dv + 2);
-      // Shared: q's row, the slice's scores, and each warp's partial output row.
-      r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(rows * slices) + ") return;\n" + a->partial, functions), Launch::Grid::Rows, rows * slices,
-                            (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv) * 4});
+      // Shared: the group's q rows, their scores in the slice, and each warp's partial rows.
+      r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + a->partial, functions), Launch::Grid::Rows, blocks,
+                            (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4});
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
       if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
@@ -453,7 +458,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "    float lm_acc = 0.0f;\n    for (long long lm_key = 0; lm_key < lm_keys; ++lm_key) {\n"
       << product(DType::F32, "lm_sc[lm_key]", DType::F32, "lm_ld2((lm_b * lm_keys + lm_key) * lm_dv + lm_j)", w.in_dtype(2), "      ")
       << "      lm_acc += v0;\n    }\n    " << w.out_store("lm_row * lm_dv + lm_j", "lm_acc", DType::F32) << "  }\n";
-    rows(s.str(), product_of(q, 0, rank - 1), keys * 4);
+    const Expr all_rows = product_of(q, 0, rank - 1);
+    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(all_rows) + ") return;\n" + s.str(), functions), Launch::Grid::Rows, all_rows, keys * 4});
     return r;
   }
   throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, "

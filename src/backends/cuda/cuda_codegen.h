@@ -16,6 +16,9 @@
 namespace luminal::cuda {
 
 constexpr int kBlockThreads = 256;
+// Row kernels (reductions, norms, softmax) size their blocks to the row, up to this many
+// threads: a decode step's rows are one block each, latency-bound with 256 threads.
+constexpr int kRowMaxThreads = 1024;
 
 // One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims a
 // pointer to the plan's dynamic dims in device memory, as int64 values in the order of
@@ -28,6 +31,9 @@ struct Launch {
   } grid = Grid::Elements;
   Expr work;
   Expr shared_bytes = Expr(0);  // dynamic shared memory per block
+  // A row kernel's row length: its blocks get about four elements per thread (a multiple of 32
+  // threads, at most kRowMaxThreads) instead of kBlockThreads. 0: not a row kernel.
+  Expr row_length = Expr(0);
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and

@@ -59,12 +59,13 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
 // kernel finishes. Weights are never written by kernels, so reading them early is safe. Empty
 // for batched products.
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v);
-// Attention in two launches: `partial` runs one block per (query row, slice of
-// kAttentionChunk keys) and writes [max, sum, unnormalised row] per block into a scratch of
-// rows * slices * (dv + 2) floats; `combine` merges the slices (one thread per output element,
-// reading the scratch as input 0). Decode's few rows then still fill the GPU, and shared memory
-// no longer grows with the context.
-constexpr int kAttentionChunk = 64;
+// Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
+// of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per
+// (row, slice) into a scratch of rows * slices * (dv + 2) floats; `combine` merges the slices
+// (one thread per output element, reading the scratch as input 0). Decode's few rows then still
+// fill the GPU, a grouped-query decode reads each KV head's cache once for its query heads, and
+// shared memory no longer grows with the context.
+constexpr int kAttentionChunk = 32, kAttentionRows = 4;
 struct AttentionKernels {
   std::string partial, combine;
 };

@@ -104,6 +104,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   if (graphs && std::string(graphs) == "0") options_.graphs = false;
   const char* overlap = std::getenv("LUMINAL_CUDA_OVERLAP");
   if (overlap) options_.overlap_launches = std::string(overlap) != "0";
+  if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
   graph_dims_ = graph_.dims();
   dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
 }
@@ -330,13 +331,16 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (work <= 0) return;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
-    blocks = std::min<int64_t>((work + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * 16);
+    blocks = std::min<int64_t>((work + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
                 std::to_string(ctx_.info().max_shared_per_block) + " (attention over too many keys: use a smaller --context)");
   if (blocks > 0x7fffffff) throw Error("CUDA backend: too many blocks for one launch");
-  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, static_cast<size_t>(shared), args.data(),
+  int64_t threads = kBlockThreads;
+  if (l.grid == Launch::Grid::Rows && !l.row_length.is_const(0))  // about four of the row's elements a thread
+    threads = std::clamp<int64_t>((eval(l.row_length) + 127) / 128 * 32, 32, kRowMaxThreads);
+  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), static_cast<size_t>(shared), args.data(),
               options_.overlap_launches);
 }
 
@@ -361,7 +365,7 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
     DevicePtr lo_ptr = lo ? lo->ptr : 0, src = in[0] + static_cast<DevicePtr>(a_off) * 4;
     long long rows = m, cols = k, ld = lda;
     void* args[] = {&hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
-    const int64_t blocks = std::min<int64_t>((m * k + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * 16);
+    const int64_t blocks = std::min<int64_t>((m * k + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
     ctx_.launch(rows_to_bf16_, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, 0, args);
     cublaslt_linear(ctx_, DType::BF16, hi.ptr, k, w, ldw, out, n, m, n, k);
     if (lo) cublaslt_linear(ctx_, DType::BF16, lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);

@@ -62,6 +62,9 @@ struct CudaOptions {
   int force_variant = -1;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
+  // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
+  // the rest of the work). Also LUMINAL_CUDA_BLOCKS_PER_SM, for measuring.
+  int blocks_per_sm = 16;
 };
 
 class CudaExecutor {
