@@ -1,6 +1,6 @@
 // The packed (cache-blocked) GEMM against a double-precision product, on shapes that cross
-// every block boundary: k past KC = 256, m past the 6-row tile and MC = 144, n past the 16-column
-// tile and NC. Also through weight_gemm / gemm_nn, which dispatch to it for larger m.
+// every block boundary: k past KC (256 for AVX2, 192 for AVX-512), m past the 6- and 12-row
+// tiles and MC = 144, n past the 16- and 32-column tiles and NC; each micro-kernel the CPU has. Also through weight_gemm / gemm_nn, which dispatch to it for larger m.
 #include "backends/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ enum class Entry { Packed, PackedNN, Dispatch, DispatchNN };
 
 // Fills A, B (as W [n, k] or, for the NN entries, B [k, n]) with padded strides, runs `entry`, and
 // compares every output with the double product; the padding columns of C must stay untouched.
-void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
+void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto) {
   const bool nn = entry == Entry::PackedNN || entry == Entry::DispatchNN;
   std::mt19937 rng(static_cast<uint32_t>(m * 1009 + n * 31 + k));
   std::uniform_real_distribution<float> d(-1, 1);
@@ -36,8 +36,8 @@ void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* po
   }
   WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k};
   switch (entry) {
-    case Entry::Packed: packed_weight_gemm(g, pool); break;
-    case Entry::PackedNN: packed_gemm_nn(g, pool); break;
+    case Entry::Packed: packed_weight_gemm(g, pool, kernel); break;
+    case Entry::PackedNN: packed_gemm_nn(g, pool, kernel); break;
     case Entry::Dispatch: weight_gemm(g, pool); break;
     case Entry::DispatchNN: gemm_nn(g, pool); break;
   }
@@ -56,37 +56,48 @@ void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* po
         mag += std::abs(prod);
       }
       ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6)
-          << "m=" << m << " n=" << n << " k=" << k << " " << dtype_name(t) << " at " << i << "," << j;
+          << "m=" << m << " n=" << n << " k=" << k << " " << dtype_name(t) << " kernel " << static_cast<int>(kernel) << " at " << i << "," << j;
     }
+}
+
+// Both micro-kernels, where the CPU has them: AVX2's 6×16 tile and AVX-512's 12×32.
+std::vector<GemmKernel> kernels_here() {
+  std::vector<GemmKernel> v{GemmKernel::Avx2};
+  if (__builtin_cpu_supports("avx512f")) v.push_back(GemmKernel::Avx512);
+  return v;
 }
 
 TEST(PackedGemm, OddShapesCrossingEveryBlock) {
   if (!weight_gemm_has_avx2()) GTEST_SKIP() << "packed GEMM needs AVX2 + FMA";
   ThreadPool pool(2), pool3(3);
-  for (DType t : {DType::BF16, DType::F32})
-    for (int64_t m : {1, 5, 7, 130})
-      for (int64_t n : {1, 17, 1000})
-        for (int64_t k : {1, 9, 257, 513}) {
-          check(Entry::Packed, m, n, k, t, nullptr);
-          check(Entry::Packed, m, n, k, t, &pool);
-        }
-  // m past two MC blocks on one thread (B panels reused), split over rows by three threads (m > n),
-  // and n past NC per thread.
-  check(Entry::Packed, 300, 40, 70, DType::BF16, nullptr);
-  check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3);
-  check(Entry::Packed, 13, 2100, 300, DType::F32, &pool3);
+  for (GemmKernel kern : kernels_here()) {
+    for (DType t : {DType::BF16, DType::F32})
+      for (int64_t m : {1, 5, 7, 13, 130})
+        for (int64_t n : {1, 17, 33, 1000})
+          for (int64_t k : {1, 9, 193, 257, 513}) {
+            check(Entry::Packed, m, n, k, t, nullptr, kern);
+            check(Entry::Packed, m, n, k, t, &pool, kern);
+          }
+    // m past two MC blocks on one thread (B panels reused), split over rows by three threads (m > n),
+    // and n past NC per thread.
+    check(Entry::Packed, 300, 40, 70, DType::BF16, nullptr, kern);
+    check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3, kern);
+    check(Entry::Packed, 13, 2100, 300, DType::F32, &pool3, kern);
+  }
 }
 
 TEST(PackedGemm, RowMajorB) {
   if (!weight_gemm_has_avx2()) GTEST_SKIP() << "packed GEMM needs AVX2 + FMA";
   ThreadPool pool(2);
-  for (int64_t m : {1, 5, 7, 130})
-    for (int64_t n : {1, 17, 64, 1000})
-      for (int64_t k : {1, 9, 257, 513}) {
-        check(Entry::PackedNN, m, n, k, DType::F32, nullptr);
-        check(Entry::PackedNN, m, n, k, DType::F32, &pool);
-      }
-  check(Entry::PackedNN, 300, 64, 300, DType::F32, &pool);  // attention's probabilities × values
+  for (GemmKernel kern : kernels_here()) {
+    for (int64_t m : {1, 5, 7, 13, 130})
+      for (int64_t n : {1, 17, 33, 64, 1000})
+        for (int64_t k : {1, 9, 257, 513}) {
+          check(Entry::PackedNN, m, n, k, DType::F32, nullptr, kern);
+          check(Entry::PackedNN, m, n, k, DType::F32, &pool, kern);
+        }
+    check(Entry::PackedNN, 300, 64, 300, DType::F32, &pool, kern);  // attention's probabilities × values
+  }
 }
 
 // The public entry points around the crossover to the packed path (and on non-AVX2 machines the

@@ -3,19 +3,30 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/thread_pool.h"
+#include "core/error.h"
 
 namespace luminal::cpu {
 
 namespace {
 
-constexpr int MR = 6, NR = 16;  // micro-tile: 6 rows × 2 ymm = 12 accumulators of 16 registers
-// KC: a [KC × 16] B panel (16 KiB) stays in L1 while A panels stream past it. MC: the packed
-// [MC × KC] A block (144 KiB) stays in L2. NC: the packed [KC × NC] B block lives in L2/L3.
-constexpr int64_t KC = 256, MC = 144, NC = 512;
+// The micro-kernel's C tile is mr × nr, held in registers: AVX2 6 × 16 (12 ymm accumulators
+// of 16), AVX-512 12 × 32 (24 zmm of 32). KC: a [KC × nr] B panel stays in L1 while A panels
+// stream past it. MC (a multiple of both mr): the packed [MC × KC] A block stays in L2. NC: the
+// packed [KC × NC] B block lives in L2/L3.
+constexpr int kMaxMR = 12;
+constexpr int64_t MC = 144, NC = 512;
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr, int nr);
+struct Tile {
+  int mr, nr;
+  int64_t kc;
+  MicroKernel kernel;
+};
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each W row while packing
 
 // Loop bounds that split [0, len) into ceil(len / max) near-equal blocks, each a multiple of
@@ -36,17 +47,12 @@ float* scratch(std::vector<float>& v, size_t n) {
 
 // ---- packing ----
 
-// A rows [i, i + mr) × cols [p0, p0 + kc) into dst[p * 6 + r], rows past mr zero.
-__attribute__((noinline)) void pack_a(const float* a, int64_t lda, int mr, int64_t kc, float* dst) {
-  if (mr == MR) {
-    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
-    for (int64_t p = 0; p < kc; ++p, dst += MR) {
-      dst[0] = a0[p], dst[1] = a1[p], dst[2] = a2[p], dst[3] = a3[p], dst[4] = a4[p], dst[5] = a5[p];
-    }
-    return;
-  }
-  for (int64_t p = 0; p < kc; ++p, dst += MR)
-    for (int r = 0; r < MR; ++r) dst[r] = r < mr ? a[r * lda + p] : 0.0f;
+// A rows [i, i + mr) × cols [p0, p0 + kc) into dst[p * tile_mr + r], rows past mr zero.
+__attribute__((noinline)) void pack_a(const float* a, int64_t lda, int mr, int64_t kc, float* dst, int tile_mr) {
+  const float* rows[kMaxMR];
+  for (int r = 0; r < tile_mr; ++r) rows[r] = a + (r < mr ? r : 0) * lda;
+  for (int64_t p = 0; p < kc; ++p, dst += tile_mr)
+    for (int r = 0; r < tile_mr; ++r) dst[r] = r < mr ? rows[r][p] : 0.0f;
 }
 
 // Eight consecutive W values widened to f32 (bf16 is the top half of an f32).
@@ -67,9 +73,9 @@ inline float load1_w(const uint8_t* w, bool bf16) {
 }
 
 // Eight W rows (from `w`, `stride` bytes apart) × eight k values, transposed so that each k gets
-// eight consecutive columns: dst[q * 16 + c] = W[c, q]. Spelled out so that it stays in registers.
+// eight consecutive columns: dst[q * nr + c] = W[c, q]. Spelled out so that it stays in registers.
 template <bool BF16>
-__attribute__((target("avx2,fma"))) inline void pack_8x8(const uint8_t* w, size_t stride, float* dst) {
+__attribute__((target("avx2,fma"))) inline void pack_8x8(const uint8_t* w, size_t stride, float* dst, int nr) {
   __m256 r0 = load8_w<BF16>(w), r1 = load8_w<BF16>(w + stride), r2 = load8_w<BF16>(w + 2 * stride),
          r3 = load8_w<BF16>(w + 3 * stride), r4 = load8_w<BF16>(w + 4 * stride), r5 = load8_w<BF16>(w + 5 * stride),
          r6 = load8_w<BF16>(w + 6 * stride), r7 = load8_w<BF16>(w + 7 * stride);
@@ -79,49 +85,48 @@ __attribute__((target("avx2,fma"))) inline void pack_8x8(const uint8_t* w, size_
   __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee), u2 = _mm256_shuffle_ps(t1, t3, 0x44),
          u3 = _mm256_shuffle_ps(t1, t3, 0xee), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
          u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-  _mm256_store_ps(dst + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_store_ps(dst + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_store_ps(dst + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_store_ps(dst + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_store_ps(dst + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_store_ps(dst + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_store_ps(dst + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_store_ps(dst + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+  _mm256_store_ps(dst + 0 * nr, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_store_ps(dst + 1 * nr, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_store_ps(dst + 2 * nr, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_store_ps(dst + 3 * nr, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_store_ps(dst + 4 * nr, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_store_ps(dst + 5 * nr, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_store_ps(dst + 6 * nr, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_store_ps(dst + 7 * nr, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-// Bᵀ = W rows [j, j + nr) × cols [p0, p0 + kc) into dst[p * 16 + c] (bf16 widened), columns past
-// nr zero. `w` points at W[j, p0]; ldw in elements.
+// Bᵀ = W rows [j, j + nr) × cols [p0, p0 + kc) into dst[p * tile_nr + c] (bf16 widened), columns
+// past nr zero. `w` points at W[j, p0]; ldw in elements.
 template <bool BF16>
-__attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8_t* w, int64_t ldw, int nr, int64_t kc, float* dst) {
+__attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8_t* w, int64_t ldw, int nr, int64_t kc, float* dst,
+                                                                  int tile_nr) {
   constexpr size_t es = BF16 ? 2 : 4;
   const size_t stride = static_cast<size_t>(ldw) * es;
   int64_t p = 0;
-  if (nr == NR) {
+  if (nr == tile_nr) {
     for (; p + 8 <= kc; p += 8) {
-      // Sixteen rows read in step are more streams than the hardware prefetcher keeps ahead of,
-      // and W comes from DRAM: ask for each row's lines a few steps ahead, running on into the
-      // next panel's rows (prefetching past W's end is harmless).
+      // Sixteen or more rows read in step are more streams than the hardware prefetcher keeps
+      // ahead of, and W comes from DRAM: ask for each row's lines a few steps ahead, running on
+      // into the next panel's rows (prefetching past W's end is harmless).
       if (p % (64 / es) == 0) {
         const int64_t q = p + kPrefetch / es;
-        const uint8_t* ahead = q < kc ? w + q * es : w + NR * stride + (q - kc) * es;
-        for (int c = 0; c < NR; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * stride), _MM_HINT_T0);
+        const uint8_t* ahead = q < kc ? w + q * es : w + tile_nr * stride + (q - kc) * es;
+        for (int c = 0; c < tile_nr; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * stride), _MM_HINT_T0);
       }
-      pack_8x8<BF16>(w + p * es, stride, dst + p * NR);
-      pack_8x8<BF16>(w + 8 * stride + p * es, stride, dst + p * NR + 8);
+      for (int c = 0; c < tile_nr; c += 8) pack_8x8<BF16>(w + c * stride + p * es, stride, dst + p * tile_nr + c, tile_nr);
     }
   }
   for (; p < kc; ++p)
-    for (int c = 0; c < NR; ++c) dst[p * NR + c] = c < nr ? load1_w(w + c * stride + p * es, BF16) : 0.0f;
+    for (int c = 0; c < tile_nr; ++c) dst[p * tile_nr + c] = c < nr ? load1_w(w + c * stride + p * es, BF16) : 0.0f;
 }
 
-// B rows [p0, p0 + kc) × cols [j, j + nr) of a row-major [k, n] f32 matrix into dst[p * 16 + c].
-__attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb, int nr, int64_t kc, float* dst) {
-  for (int64_t p = 0; p < kc; ++p, b += ldb, dst += NR) {
-    if (nr == NR) {
-      _mm256_store_ps(dst, _mm256_loadu_ps(b));
-      _mm256_store_ps(dst + 8, _mm256_loadu_ps(b + 8));
+// B rows [p0, p0 + kc) × cols [j, j + nr) of a row-major [k, n] f32 matrix into dst[p * tile_nr + c].
+__attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb, int nr, int64_t kc, float* dst, int tile_nr) {
+  for (int64_t p = 0; p < kc; ++p, b += ldb, dst += tile_nr) {
+    if (nr == tile_nr) {
+      for (int c = 0; c < tile_nr; c += 8) _mm256_store_ps(dst + c, _mm256_loadu_ps(b + c));
     } else {
-      for (int c = 0; c < NR; ++c) dst[c] = c < nr ? b[c] : 0.0f;
+      for (int c = 0; c < tile_nr; ++c) dst[c] = c < nr ? b[c] : 0.0f;
     }
   }
 }
@@ -132,6 +137,7 @@ __attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb
 // A, 12 FMAs per 8 loads, enough independent chains to cover the FMA latency on both ports.
 __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                                      bool accumulate, int mr, int nr) {
+  constexpr int MR = 6, NR = 16;
   // C's rows are far apart (a row is n floats): fetch the tile now so that the k loop hides it.
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -171,20 +177,73 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const
     for (int j = 0; j < nr; ++j) c[j] = accumulate ? c[j] + t[r * NR + j] : t[r * NR + j];
 }
 
+// C[0:mr, 0:nr] (+)= A panel · B panel over kc on AVX-512: 24 zmm accumulators (12 rows × 32
+// columns), two B loads and twelve broadcasts of A per k for 24 FMAs.
+__attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                                     bool accumulate, int mr, int nr) {
+  constexpr int MR = 12, NR = 32;
+  for (int r = 0; r < mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+  }
+#define LM_ACC(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+  LM_ACC(0) LM_ACC(1) LM_ACC(2) LM_ACC(3) LM_ACC(4) LM_ACC(5) LM_ACC(6) LM_ACC(7) LM_ACC(8) LM_ACC(9) LM_ACC(10) LM_ACC(11)
+#undef LM_ACC
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
+    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#define LM_FMA(r)                                  \
+  {                                                \
+    const __m512 x = _mm512_set1_ps(a[r]);         \
+    c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);     \
+    c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);     \
+  }
+    LM_FMA(0) LM_FMA(1) LM_FMA(2) LM_FMA(3) LM_FMA(4) LM_FMA(5) LM_FMA(6) LM_FMA(7) LM_FMA(8) LM_FMA(9) LM_FMA(10) LM_FMA(11)
+#undef LM_FMA
+  }
+  const __m512 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41},   {c50, c51},
+                             {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {c100, c101}, {c110, c111}};
+  if (mr == MR && nr == NR) {
+    for (int r = 0; r < MR; ++r, c += ldc) {
+      __m512 lo = acc[r][0], hi = acc[r][1];
+      if (accumulate) {
+        lo = _mm512_add_ps(lo, _mm512_loadu_ps(c));
+        hi = _mm512_add_ps(hi, _mm512_loadu_ps(c + 16));
+      }
+      _mm512_storeu_ps(c, lo);
+      _mm512_storeu_ps(c + 16, hi);
+    }
+    return;
+  }
+  alignas(64) float t[MR * NR];
+  for (int r = 0; r < MR; ++r) {
+    _mm512_store_ps(t + r * NR, acc[r][0]);
+    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+  }
+  for (int r = 0; r < mr; ++r, c += ldc)
+    for (int j = 0; j < nr; ++j) c[j] = accumulate ? c[j] + t[r * NR + j] : t[r * NR + j];
+}
+
+constexpr Tile kAvx2Tile{6, 16, 256, kernel_6x16};
+// A [KC × 32] B panel is 32 KiB at KC = 256: with the A panel that fills a 48 KiB L1, so KC is 192.
+constexpr Tile kAvx512Tile{12, 32, 192, kernel_12x32};
+
 // ---- blocked loops ----
 
 struct Job {
   const WeightGemm& g;
   bool b_row_major;  // B [k, n] row-major (gemm_nn), else Bᵀ = W [n, k]
+  const Tile& tile;
 };
 
 // C rows [i0, i1) × cols [j0, j1) on the calling thread.
 __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   static thread_local std::vector<float> a_buf, b_buf;
   const WeightGemm& g = job.g;
+  const Tile& t = job.tile;
   const bool bf16 = g.w_dtype == DType::BF16;
   const size_t es = bf16 ? 2 : 4;
-  const int64_t kcb = block_size(g.k, KC, 1), mcb = block_size(i1 - i0, MC, MR), ncb = block_size(j1 - j0, NC, NR);
+  const int64_t kcb = block_size(g.k, t.kc, 1), mcb = block_size(i1 - i0, MC, t.mr), ncb = block_size(j1 - j0, NC, t.nr);
   float* ap = scratch(a_buf, static_cast<size_t>(mcb * kcb));
   float* bp = scratch(b_buf, static_cast<size_t>(ncb * kcb));
   for (int64_t jc = j0; jc < j1; jc += ncb) {
@@ -192,23 +251,23 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
     for (int64_t pc = 0; pc < g.k; pc += kcb) {
       const int64_t kc = std::min(kcb, g.k - pc);
       auto pack_b = [&](int64_t jr) {
-        const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+        const int nr = static_cast<int>(std::min<int64_t>(t.nr, nc - jr));
         const uint8_t* w = static_cast<const uint8_t*>(g.w) + static_cast<size_t>((jc + jr) * g.ldw + pc) * es;
-        if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, bp + jr * kc);
-        else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, bp + jr * kc);
-        else pack_b_transposed<false>(w, g.ldw, nr, kc, bp + jr * kc);
+        if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, bp + jr * kc, t.nr);
+        else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, bp + jr * kc, t.nr);
+        else pack_b_transposed<false>(w, g.ldw, nr, kc, bp + jr * kc, t.nr);
       };
       for (int64_t ic = i0; ic < i1; ic += mcb) {
         const int64_t mc = std::min(mcb, i1 - ic);
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          pack_a(g.a + (ic + ir) * g.lda + pc, g.lda, static_cast<int>(std::min<int64_t>(MR, mc - ir)), kc, ap + ir * kc);
-        for (int64_t jr = 0; jr < nc; jr += NR) {
+        for (int64_t ir = 0; ir < mc; ir += t.mr)
+          pack_a(g.a + (ic + ir) * g.lda + pc, g.lda, static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), kc, ap + ir * kc, t.mr);
+        for (int64_t jr = 0; jr < nc; jr += t.nr) {
           // B panels are packed during the first row block, right before their first use: the
           // panel is then still in L1, and its W reads overlap the kernels (few rows: memory-bound).
           if (ic == i0) pack_b(jr);
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            kernel_6x16(kc, ap + ir * kc, bp + jr * kc, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
-                        static_cast<int>(std::min<int64_t>(MR, mc - ir)), static_cast<int>(std::min<int64_t>(NR, nc - jr)));
+          for (int64_t ir = 0; ir < mc; ir += t.mr)
+            t.kernel(kc, ap + ir * kc, bp + jr * kc, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
+                     static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), static_cast<int>(std::min<int64_t>(t.nr, nc - jr)));
         }
       }
     }
@@ -218,13 +277,17 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
 // Threads split the larger of m and n in whole micro-tiles; each packs the other operand in full,
 // so splitting the bigger side duplicates only the smaller one's packing. The grain makes
 // parallel_for use exactly `threads` chunks.
-void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool) {
+void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel kernel) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) {  // an empty sum: the k loop would never write C
     for (int64_t i = 0; i < g.m; ++i) std::fill(g.c + i * g.ldc, g.c + i * g.ldc + g.n, 0.0f);
     return;
   }
-  Job job{g, b_row_major};
+  if (kernel == GemmKernel::Auto) kernel = packed_gemm_has_avx512() ? GemmKernel::Avx512 : GemmKernel::Avx2;
+  if (kernel == GemmKernel::Avx512 && !packed_gemm_has_avx512()) throw Error("packed GEMM: this CPU has no AVX-512");
+  const Tile& tile = kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
+  const int64_t MR = tile.mr, NR = tile.nr;
+  Job job{g, b_row_major, tile};
   // Waking a thread costs microseconds: give each at least ~0.25 MFLOP.
   const int64_t work = g.m * g.n * g.k;
   const int threads = pool ? static_cast<int>(std::min<int64_t>(pool->size(), std::max<int64_t>(1, work >> 17))) : 1;
@@ -240,8 +303,14 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool) {
 
 }  // namespace
 
-void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool) { run(g, false, pool); }
+bool packed_gemm_has_avx512() {
+  // LUMINAL_CPU_AVX512=0 keeps the AVX2 kernel, for comparing the two.
+  static const bool has = __builtin_cpu_supports("avx512f") && !(std::getenv("LUMINAL_CPU_AVX512") && std::string(std::getenv("LUMINAL_CPU_AVX512")) == "0");
+  return has;
+}
 
-void packed_gemm_nn(const WeightGemm& g, ThreadPool* pool) { run(g, true, pool); }
+void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel) { run(g, false, pool, kernel); }
+
+void packed_gemm_nn(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel) { run(g, true, pool, kernel); }
 
 }  // namespace luminal::cpu

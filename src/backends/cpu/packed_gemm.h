@@ -1,16 +1,21 @@
 #pragma once
 // Cache-blocked GEMM for prefill (m well above 1), in the GotoBLAS/BLIS style: B is packed in
-// [KC × 16] column panels (bf16 widened to f32 while packing), A in [6 × KC] row panels, and a
-// 6×16 AVX2/FMA micro-kernel keeps the C tile in twelve ymm registers. Needs AVX2 + FMA: the
-// caller checks weight_gemm_has_avx2() first.
+// [KC × nr] column panels (bf16 widened to f32 while packing), A in [mr × KC] row panels, and a
+// micro-kernel keeps the mr × nr C tile in registers: 6×16 in twelve ymm (AVX2/FMA), or 12×32 in
+// 24 zmm where the CPU has AVX-512 (twice the FMA width and twice the tile). Needs AVX2 + FMA:
+// the caller checks weight_gemm_has_avx2() first.
 #include "backends/cpu/weight_gemm.h"
 
 namespace luminal::cpu {
 
+// Which micro-kernel: Auto takes AVX-512 where the CPU has it (and LUMINAL_CPU_AVX512 is not 0).
+enum class GemmKernel { Auto, Avx2, Avx512 };
+bool packed_gemm_has_avx512();
+
 // C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm.
-void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool);
+void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 
 // C = A · B with B f32 [k, n] row-major, as gemm_nn.
-void packed_gemm_nn(const WeightGemm& g, ThreadPool* pool);
+void packed_gemm_nn(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 
 }  // namespace luminal::cpu
