@@ -40,12 +40,17 @@ const ViewLayer* plain_strided(const View& v);
 // activations (from L2, once per team and column group) fewer times: with one column per
 // team, a decode GEMV reads about twice as many activation bytes from L2 as weight bytes from
 // memory.
+// `rows`: a unit's rows of A (each weight load serves them all). A decode's single row needs
+// one: four hold four accumulators per column in registers, which limits occupancy (ncu on the
+// H200: 68-102 registers a thread, 25-37% occupancy, 45-70% of DRAM bandwidth).
 struct LinearVariant {
   int in_flight;
   int cols;
   int team;
+  int rows = 4;
 };
-constexpr LinearVariant kLinearVariants[] = {{4, 1, 32}, {4, 4, 32}, {4, 1, 64}, {4, 1, 128}, {2, 1, 128}, {8, 1, 32}, {4, 4, 64}, {2, 4, 128}};
+constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
+                                             {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1}};
 // The threads a schedule launches for `count` outputs: a team per `cols` of them. That is at
 // least a team per work unit where batch rows are few (decode), and the kernel's loop strides
 // over any units left (the executor caps the grid anyway).

@@ -14,9 +14,10 @@ Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div
 // Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
 // f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
 // B = Wᵀ of a row-major [n, k] weight. A work unit is `cols` adjacent columns j and a group of up
-// to four rows of A; a team of threads (LinearVariant) takes one: its threads load 16 bytes of
-// each column's weight row at a time (8 bf16 or 4 f32) and the matching A values, so the weight
-// streams through in full 128-byte lines, read once per group of rows. Sums use FMA, then a
+// to `rows` rows of A (four, or one for decode); a team of threads (LinearVariant) takes one:
+// its threads load 16 bytes of each column's weight row at a time (8 bf16 or 4 f32) and the
+// matching A values, so the weight streams through in full 128-byte lines, read once per group
+// of rows. Sums use FMA, then a
 // shuffle tree, then shared memory across a team's warps (float rounding, not the reference's
 // order).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
@@ -26,30 +27,30 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   const size_t r = a ? a->shape.size() : 0;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
-  if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.in_flight < 1) return std::nullopt;
+  if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.in_flight < 1 || v.rows < 1) return std::nullopt;
   const bool bf16 = dt[1] == DType::BF16;
   const int per = bf16 ? 8 : 4;  // W values per 16-byte load
-  const int C = v.cols, T = v.team, U = v.in_flight;
+  const int C = v.cols, T = v.team, U = v.in_flight, R = v.rows;
   const std::string vec = bf16 ? "uint4" : "float4", wt = bf16 ? "uint16_t" : "float";
   const std::string step = "(" + std::to_string(T) + " * " + std::to_string(per) + ")";
   std::ostringstream s;
   s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
     << ";\n  if (lm_m <= 0 || lm_n <= 0) return;\n"
-    << "  const long long lm_groups = (lm_m + 3) / 4, lm_tiles = (lm_n + " << C - 1 << ") / " << C
+    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (lm_n + " << C - 1 << ") / " << C
     << ", lm_units = lm_count / (lm_m * lm_n) * lm_groups * lm_tiles;\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
-  if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << 4 * C << "];\n";
+  if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
   // Whole blocks step through the units together, so the barriers below are reached by all.
   s << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
-    << "    float lm_acc[4][" << C << "] = {};\n"
+    << "    float lm_acc[" << R << "][" << C << "] = {};\n"
     << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0;\n"
     << "    if (lm_live) {\n"
     << "      lm_j0 = (lm_w % lm_tiles) * " << C << ";\n"
     << "      const long long lm_t = lm_w / lm_tiles, lm_b = lm_t / lm_groups;\n"
     << "      lm_g = lm_t % lm_groups;\n"
-    << "      lm_rows = (int)(lm_m - lm_g * 4 < 4 ? lm_m - lm_g * 4 : 4);\n"
+    << "      lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
     // The batch coordinates of b, into both operands' offsets.
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
     << "      { long long lm_rem = lm_b;\n";
@@ -58,7 +59,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << "; }\n";
   s << "      }\n"
     << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
-    << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * 4 * lm_as;\n"
+    << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
     << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n";
   // A column past n reads the tile's first row again (its sums are not stored).
   for (int k = 0; k < C; ++k) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
@@ -83,7 +84,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
         o << "            " << w << "[0] = " << raw << ".x; " << w << "[1] = " << raw << ".y; " << w << "[2] = " << raw << ".z; " << w << "[3] = " << raw
           << ".w;\n";
     }
-    o << "            for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
+    o << "            for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
       << "              if (lm_i >= lm_rows) break;\n"
       << "              const float* lm_a = lm_A + lm_i * lm_as + " << at << ";\n"
       << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
@@ -118,27 +119,27 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_kk; lm_p += " << T << ") {\n";
   for (int k = 0; k < C; ++k)
     s << "        { const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_o" + std::to_string(k) + " + lm_p])" : "lm_B[lm_o" + std::to_string(k) + " + lm_p]")
-      << ";\n          for (int lm_i = 0; lm_i < 4; ++lm_i)\n"
+      << ";\n          for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
       << "            if (lm_i < lm_rows) lm_acc[lm_i][" << k << "] = __fmaf_rn(lm_A[lm_i * lm_as + lm_p], lm_wv, lm_acc[lm_i][" << k << "]); }\n";
   s << "      }\n    }\n"
     // Sums: a shuffle tree per warp (every lane of a warp is in one team, live or not).
-    << "    for (int lm_i = 0; lm_i < 4; ++lm_i)\n"
+    << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
     << "      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
     << "        float lm_v = lm_acc[lm_i][lm_k];\n"
     << "        for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_s);\n";
   if (T == 32)
     s << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
-      << "          const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+      << "          const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "        }\n      }\n  }\n";
   else  // then across the team's warps, in warp order
     s << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
       << "    __syncthreads();\n"
-      << "    if (lm_live && lm_tid < " << 4 * C << ") {\n"
+      << "    if (lm_live && lm_tid < " << R * C << ") {\n"
       << "      const int lm_i = lm_tid / " << C << ", lm_k = lm_tid % " << C << ";\n"
       << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
       << "        float lm_v = 0.0f;\n"
       << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
-      << "        const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * 4 + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+      << "        const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "      }\n    }\n    __syncthreads();\n  }\n";
   return s.str();
 }
@@ -151,7 +152,7 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
   const size_t bytes = dtype_size(w_dtype);
   std::ostringstream s;
   s << "  {\n    const long long lm_pn = " << c(b->shape[r - 1]) << ", lm_pk = " << c(a->shape[r - 1]) << ", lm_pt = (lm_pn + " << v.cols - 1
-    << ") / " << v.cols << ", lm_pu = (" << c(a->shape[r - 2]) << " + 3) / 4 * lm_pt;\n"
+    << ") / " << v.cols << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows << " * lm_pt;\n"
     << "    const long long lm_w0 = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team << ";\n"
     << "    const long long lm_at = (long long)(threadIdx.x % " << v.team << ") * 128;\n"
     << "    if (lm_w0 < lm_pu && lm_at < lm_pk * " << bytes << ") {\n"
