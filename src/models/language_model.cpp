@@ -24,9 +24,12 @@
 namespace luminal {
 
 namespace {
-bool huge_pages_disabled_by_env() {
+// LUMINAL_HUGEPAGES=1 or 0 overrides the option.
+bool huge_pages_wanted(bool option) {
   const char* v = std::getenv("LUMINAL_HUGEPAGES");
-  return v && std::string(v) == "0";
+  if (v && std::string(v) == "1") return true;
+  if (v && std::string(v) == "0") return false;
+  return option;
 }
 
 // Inputs that hold the checkpoint's tensors (not the KV cache, rope tables or tokens).
@@ -108,9 +111,9 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get()));
   }
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
-  // On the CPU backend weights are copied into huge pages (see runtime/huge_page_arena.h).
+  // On the CPU backend weights may be copied into huge pages (see runtime/huge_page_arena.h).
   std::shared_ptr<HugePageArena> arena;
-  if (opts.backend == "cpu" && opts.huge_pages && !huge_pages_disabled_by_env() && HugePageArena::available()) {
+  if (opts.backend == "cpu" && huge_pages_wanted(opts.huge_pages) && HugePageArena::available()) {
     size_t bytes = 0;
     for (NodeId id : inputs) {
       const Node& n = m.compiled_.plan.node(id);

@@ -31,9 +31,11 @@ struct ModelOptions {
   std::string cache_dir;    // plan cache folder; empty: no cache
   bool jit = true;          // cpu backend: generate and compile fused kernels at load
   std::string kernel_cache_dir;  // compiled kernels; empty: default_cache_dir()
-  // cpu backend: weights copied into transparent huge pages (faster to stream than the
-  // memory-mapped file); LUMINAL_HUGEPAGES=0 turns it off too.
-  bool huge_pages = true;
+  // cpu backend: weights copied into transparent huge pages at load. Decode streams them a few
+  // percent faster than the memory-mapped file, but faulting in fresh memory can take seconds
+  // per GB (a virtual machine measured 3 s/GB), so it is opt-in. LUMINAL_HUGEPAGES=1 turns it
+  // on, =0 off, whatever this says.
+  bool huge_pages = false;
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
 };
