@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <cstdlib>
 #include <optional>
 
 #include "backends/cpu/row_kernels.h"
@@ -44,6 +45,61 @@ LM_SIMD_CLONES void axpy(float w, const float* v, int64_t step, float* out, int6
   for (; e < d; ++e) out[e] += w * v[e];
 }
 
+// out[j] = (mask element at base + j * step != 0) for j < n, from a buffer of any dtype.
+void mask_row(const Buffer& src, int64_t base, int64_t step, int64_t n, float* out) {
+  const uint8_t* b = src.bytes();
+  switch (src.dtype()) {
+    case DType::I32:
+      for (int64_t j = 0; j < n; ++j) out[j] = reinterpret_cast<const int32_t*>(b)[base + j * step] != 0;
+      return;
+    case DType::Bool:
+      for (int64_t j = 0; j < n; ++j) out[j] = b[base + j * step] != 0;
+      return;
+    case DType::F32:
+      for (int64_t j = 0; j < n; ++j) out[j] = reinterpret_cast<const float*>(b)[base + j * step] != 0.0f;
+      return;
+    default:
+      for (int64_t j = 0; j < n; ++j) out[j] = src.get(static_cast<size_t>(base + j * step)) != 0.0;
+  }
+}
+
+// The mask as 0/1 in the scores' flat order, `shape` its logical shape. A causal mask shared by
+// every head is a broadcast over a reshape (Reader::Stacked) of a few stored elements, and a
+// mask may be one strided layer: then each row is read through the strides, not element by
+// element through the view's index program.
+void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count, float* dst, ThreadPool& pool) {
+  const size_t rank = shape.size();
+  std::optional<Buffer> below;
+  const Buffer* src = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  if (rank >= 1 && r.strided() && r.strided()->strides.size() == rank && strided_in_bounds(r, shape)) {
+    src = &r.buffer(), offset = r.strided()->offset, strides = r.strided()->strides;
+  } else if (const auto& st = r.stacked(); rank >= 1 && st && st->top.strides.size() == rank && stacked_in_bounds(r)) {
+    int64_t n = 1;
+    for (int64_t d : st->below.shape) n *= d;
+    below.emplace(r.dtype(), std::vector<int64_t>{std::max<int64_t>(1, n)});
+    copy_flat(st->below, r.buffer().bytes(), dtype_size(r.dtype()), below->bytes());
+    src = &*below, offset = st->top.offset, strides = st->top.strides;
+  }
+  if (!src) {
+    const bool flat = flat_in_bounds(r);
+    pool.parallel_for(count, [&](int64_t b, int64_t e) { load_floats(r, flat, b, e - b, dst + b); }, 16384);
+    return;
+  }
+  const int64_t n = shape[rank - 1], rows = n > 0 ? count / n : 0;
+  pool.parallel_for(rows, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t base = offset, rem = row;
+      for (size_t d = rank - 1; d-- > 0;) {
+        base += (rem % shape[d]) * strides[d];
+        rem /= shape[d];
+      }
+      mask_row(*src, base, strides[rank - 1], n, dst + row * n);
+    }
+  }, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)));
+}
+
 }  // namespace
 
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out,
@@ -79,10 +135,9 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   if (q_in_place) q_whole.emplace(in[0], s[0], /*unit_inner=*/true);
   const bool q_flat = !q_in_place && flat_in_bounds(in[0]);
   // The mask as 0/1 in the scores' flat order (one pass, split over the threads: it is as large
-  // as all the score matrices, and a broadcast view is read element by element).
+  // as all the score matrices).
   std::vector<float> mask(static_cast<size_t>(mask_count));
-  const bool mask_flat = flat_in_bounds(in[3]);
-  pool.parallel_for(mask_count, [&](int64_t b, int64_t e) { load_floats(in[3], mask_flat, b, e - b, mask.data() + b); }, 16384);
+  load_mask(in[3], s[3], mask_count, mask.data(), pool);
   float* o = reinterpret_cast<float*>(out.bytes());
   const float scale = n.constant, ninf = -std::numeric_limits<float>::infinity();
 
