@@ -297,6 +297,11 @@ class LuminalGraph:
             if not t.is_contiguous():
                 raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
         elif held != t.dtype:
+            if t.dtype == torch.int64 and t.numel():  # one reduction (one sync on a GPU) per changed input
+                lo, hi = (int(x) for x in torch.aminmax(t))
+                if lo < -2**31 or hi >= 2**31:
+                    raise RuntimeError(f"luminal: input {name} (int64) holds values outside the 32-bit range luminal computes "
+                                       f"integers in ({lo}..{hi}); they would wrap, so the graph is not run")
             t = t.to(held)
         if self.cuda:
             t = t.contiguous()

@@ -281,6 +281,20 @@ def test_bad_option_is_a_clear_error():
         torch.compile(lambda a: a + 1, backend="luminal", options={"backend": "tpu"})(r(3))
 
 
+def test_int64_inputs_past_32_bits_are_an_error_not_a_wrap():
+    # luminal computes integers in 32 bits: int64 inputs are converted, and values that would
+    # wrap stop the call with the input's name instead of giving a wrong answer.
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a: a + 1, backend="luminal", dynamic=False)
+    small = torch.tensor([1, -2, 2**31 - 2], dtype=torch.int64)
+    with torch.no_grad():
+        assert torch.equal(fn(small), small + 1)
+        with pytest.raises(Exception, match=r"outside the 32-bit range"):
+            fn(torch.tensor([1, 2**31 + 5, 3], dtype=torch.int64))
+        with pytest.raises(Exception, match=r"outside the 32-bit range"):
+            fn(torch.tensor([-(2**31) - 1, 0, 0], dtype=torch.int64))
+
+
 def test_a_cuda_request_with_cpu_inputs_is_an_error_not_a_fallback():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="no silent fallback"), torch.no_grad():
