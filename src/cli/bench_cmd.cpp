@@ -72,6 +72,8 @@ int run_bench(int argc, char** argv) {
   j["load_ms"] = m.load_ms();
   j["ttft_ms"] = median(ttft);
   j["tpot_ms"] = median(tpot);
+  j["ttft_ms_each"] = ttft;  // every iteration, in order (the first also warms caches and allocations)
+  j["tpot_ms_each"] = tpot;
   j["tokens_per_s"] = median(tpot) > 0 ? 1000.0 / median(tpot) : 0;
   j["weight_bytes"] = m.weight_bytes();
   j["kv_cache_bytes"] = m.cache_bytes();

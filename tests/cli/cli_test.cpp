@@ -2,6 +2,7 @@
 // errors for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -124,6 +125,13 @@ TEST(Cli, BenchPrintsOneJsonLine) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   for (const char* key : {"compile_ms", "ttft_ms", "tpot_ms", "tokens_per_s", "peak_rss_bytes"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_GT(j["tpot_ms"].get<double>(), 0);
+  // Every iteration's times, and the medians among them.
+  ASSERT_EQ(j["ttft_ms_each"].size(), 2u);
+  ASSERT_EQ(j["tpot_ms_each"].size(), 2u);
+  const double lo = std::min(j["tpot_ms_each"][0].get<double>(), j["tpot_ms_each"][1].get<double>());
+  const double hi = std::max(j["tpot_ms_each"][0].get<double>(), j["tpot_ms_each"][1].get<double>());
+  EXPECT_GE(j["tpot_ms"].get<double>(), lo);
+  EXPECT_LE(j["tpot_ms"].get<double>(), hi);
 }
 
 }  // namespace
