@@ -4,7 +4,8 @@
 // (src/backends/cuda/cuda_linear_codegen.cpp), not part of the build:
 //   nvcc -O3 -arch=sm_90 -std=c++17 benchmarks/cuda/gemv_bench.cu -o /tmp/gemv_bench && /tmp/gemv_bench
 // Each schedule computes y[n] = W[n, k] x[k] with W bf16 row-major, x and y f32, and is checked
-// against a plain reference kernel.
+// against a plain reference kernel. "pipe" schedules stream the weights through shared memory
+// with cp.async (not yet tried on the device; a candidate for the generated GEMV).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -123,6 +124,56 @@ __global__ void __launch_bounds__(256) gemv_block(const uint4* __restrict__ W, c
   }
 }
 
+// Warps over rows as gemv_warp (one row per warp at a time, lanes over k), but the weights
+// stream through shared memory with cp.async: each lane keeps STAGES 16-byte copies in flight
+// (across row boundaries), in shared memory rather than registers, so occupancy no longer
+// limits the bytes in flight (the generated GEMV holds its in-flight loads in registers: ncu
+// found 68-102 registers a thread and 45-70% of DRAM bandwidth). Each lane reads back only its
+// own copies, so no barrier is needed, only cp.async.wait_group.
+template <int STAGES>
+__global__ void __launch_bounds__(256) gemv_pipe(const uint4* __restrict__ W, const float* __restrict__ x, float* __restrict__ y,
+                                                 int n, int k) {
+  extern __shared__ uint4 slots[];  // [STAGES][256]: a warp's lanes write consecutive 16 bytes
+  const int lane = threadIdx.x & 31;
+  const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5, warps = ((long long)gridDim.x * blockDim.x) >> 5;
+  const int kv = k / 8, cpr = (kv + 31) / 32;  // 16-byte chunks per row, and per lane per row
+  const long long rows = warp < n ? (n - 1 - warp) / warps + 1 : 0, len = rows * cpr;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  // Two cursors over the lane's sequence of chunks (row by row, 32 chunks apart within a row):
+  // one issuing copies STAGES - 1 ahead, one consuming; counters, not divisions.
+  long long issued = 0, in_row = warp;
+  int in_i = 0;
+  auto issue = [&]() {
+    if (issued < len) {
+      const int q = lane + 32 * in_i;
+      if (q < kv) {
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(slots + (int)(issued % STAGES) * 256 + threadIdx.x);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(W + in_row * kv + q));
+      }
+      if (++in_i == cpr) in_i = 0, in_row += warps;
+    }
+    ++issued;
+    asm volatile("cp.async.commit_group;\n" ::);  // empty groups keep the count in step
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue();
+  float acc = 0.0f;
+  long long row = warp;
+  int i = 0;
+  for (long long s = 0; s < len; ++s) {
+    issue();
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1));
+    const int q = lane + 32 * i;
+    if (q < kv) acc = dot8(slots[(int)(s % STAGES) * 256 + threadIdx.x], __ldg(x4 + 2 * q), __ldg(x4 + 2 * q + 1), acc);
+    if (++i == cpr) {  // the row's last chunk: every lane of the warp is here together
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) y[row] = acc;
+      acc = 0.0f, i = 0, row += warps;
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::);
+}
+
 __global__ void gemv_ref(const __nv_bfloat16* W, const float* x, float* y, int n, int k) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= n) return;
@@ -168,6 +219,19 @@ template <int U, int G, bool S>
 Schedule block_schedule() {
   return {"block U" + std::to_string(U) + " G" + std::to_string(G) + (S ? " cs" : ""), G,
           [](int b, const uint4* W, const float* x, float* y, int n, int k) { gemv_block<U, G, S><<<b, 256>>>(W, x, y, n, k); }};
+}
+
+template <int STAGES>
+Schedule pipe_schedule() {
+  return {"pipe S" + std::to_string(STAGES), 8, [](int b, const uint4* W, const float* x, float* y, int n, int k) {
+            const int shared = STAGES * 256 * 16;
+            static bool set = false;  // once per instantiation: shared memory past 48 KB is opt-in
+            if (!set) {
+              CK(cudaFuncSetAttribute(gemv_pipe<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+              set = true;
+            }
+            gemv_pipe<STAGES><<<b, 256, shared>>>(W, x, y, n, k);
+          }};
 }
 
 int main(int argc, char** argv) {
@@ -222,7 +286,7 @@ int main(int argc, char** argv) {
       warp_schedule<4, 1, false>(),  warp_schedule<8, 1, false>(),  warp_schedule<16, 1, false>(), warp_schedule<8, 1, true>(),
       warp_schedule<16, 1, true>(),  warp_schedule<4, 2, false>(),  warp_schedule<8, 2, true>(),   warp_schedule<4, 4, true>(),
       block_schedule<2, 1, true>(),  block_schedule<4, 2, true>(),  block_schedule<4, 4, true>(),  block_schedule<8, 8, true>(),
-      block_schedule<2, 2, true>(),
+      block_schedule<2, 2, true>(),  pipe_schedule<4>(),          pipe_schedule<8>(),          pipe_schedule<16>(),
   };
   struct Shape {
     const char* name;
