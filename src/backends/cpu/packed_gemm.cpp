@@ -133,16 +133,27 @@ __attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb
 
 // ---- micro-kernel ----
 
+// C's rows are far apart (a row is n floats): fetch the tile now so that the k loop hides it.
+inline void prefetch_c_tile(const float* c, int64_t ldc, int mr, int tile_nr) {
+  for (int r = 0; r < mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + tile_nr - 1), _MM_HINT_T0);
+  }
+}
+
+// An edge tile's sums, stored row-major in t ([mr rows][tile_nr]), into the mr × nr part of C
+// that exists: nothing is written past column n.
+inline void store_edge_tile(const float* t, int tile_nr, float* c, int64_t ldc, bool accumulate, int mr, int nr) {
+  for (int r = 0; r < mr; ++r, c += ldc)
+    for (int j = 0; j < nr; ++j) c[j] = accumulate ? c[j] + t[r * tile_nr + j] : t[r * tile_nr + j];
+}
+
 // C[0:mr, 0:nr] (+)= A panel · B panel over kc. Twelve accumulators: two FMAs per broadcast of
 // A, 12 FMAs per 8 loads, enough independent chains to cover the FMA latency on both ports.
 __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                                      bool accumulate, int mr, int nr) {
   constexpr int MR = 6, NR = 16;
-  // C's rows are far apart (a row is n floats): fetch the tile now so that the k loop hides it.
-  for (int r = 0; r < mr; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
-  }
+  prefetch_c_tile(c, ldc, mr, NR);
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #pragma GCC unroll 4
@@ -173,8 +184,7 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const
     _mm256_store_ps(t + r * NR, acc[r][0]);
     _mm256_store_ps(t + r * NR + 8, acc[r][1]);
   }
-  for (int r = 0; r < mr; ++r, c += ldc)
-    for (int j = 0; j < nr; ++j) c[j] = accumulate ? c[j] + t[r * NR + j] : t[r * NR + j];
+  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
 }
 
 // C[0:mr, 0:nr] (+)= A panel · B panel over kc on AVX-512: 24 zmm accumulators (12 rows × 32
@@ -182,10 +192,7 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const
 __attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                                      bool accumulate, int mr, int nr) {
   constexpr int MR = 12, NR = 32;
-  for (int r = 0; r < mr; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
-  }
+  prefetch_c_tile(c, ldc, mr, NR);
 #define LM_ACC(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
   LM_ACC(0) LM_ACC(1) LM_ACC(2) LM_ACC(3) LM_ACC(4) LM_ACC(5) LM_ACC(6) LM_ACC(7) LM_ACC(8) LM_ACC(9) LM_ACC(10) LM_ACC(11)
 #undef LM_ACC
@@ -215,13 +222,12 @@ __attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const
     }
     return;
   }
-  alignas(64) float t[MR * NR];
+  alignas(64) float t[MR * NR];  // edge tile: through a buffer
   for (int r = 0; r < MR; ++r) {
     _mm512_store_ps(t + r * NR, acc[r][0]);
     _mm512_store_ps(t + r * NR + 16, acc[r][1]);
   }
-  for (int r = 0; r < mr; ++r, c += ldc)
-    for (int j = 0; j < nr; ++j) c[j] = accumulate ? c[j] + t[r * NR + j] : t[r * NR + j];
+  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
 }
 
 constexpr Tile kAvx2Tile{6, 16, 256, kernel_6x16};
