@@ -51,8 +51,23 @@ float* scratch(std::vector<float>& v, size_t n) {
 __attribute__((noinline)) void pack_a(const float* a, int64_t lda, int mr, int64_t kc, float* dst, int tile_mr) {
   const float* rows[kMaxMR];
   for (int r = 0; r < tile_mr; ++r) rows[r] = a + (r < mr ? r : 0) * lda;
-  for (int64_t p = 0; p < kc; ++p, dst += tile_mr)
-    for (int r = 0; r < tile_mr; ++r) dst[r] = r < mr ? rows[r][p] : 0.0f;
+  int64_t p = 0;
+  if (mr == tile_mr && tile_mr % 4 == 0) {
+    // Whole panels four rows by four k values at a time, transposed in SSE registers: half the
+    // instructions of one element at a time (perf had packing A at 6% of a prefill).
+    for (; p + 4 <= kc; p += 4)
+      for (int r = 0; r < tile_mr; r += 4) {
+        __m128 x0 = _mm_loadu_ps(rows[r] + p), x1 = _mm_loadu_ps(rows[r + 1] + p), x2 = _mm_loadu_ps(rows[r + 2] + p),
+               x3 = _mm_loadu_ps(rows[r + 3] + p);
+        _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+        _mm_storeu_ps(dst + (p + 0) * tile_mr + r, x0);
+        _mm_storeu_ps(dst + (p + 1) * tile_mr + r, x1);
+        _mm_storeu_ps(dst + (p + 2) * tile_mr + r, x2);
+        _mm_storeu_ps(dst + (p + 3) * tile_mr + r, x3);
+      }
+  }
+  for (; p < kc; ++p)
+    for (int r = 0; r < tile_mr; ++r) dst[p * tile_mr + r] = r < mr ? rows[r][p] : 0.0f;
 }
 
 // Eight consecutive W values widened to f32 (bf16 is the top half of an f32).
