@@ -3,7 +3,8 @@
 // rotate through 16 distinct matrices (512 MiB in bf16): each GEMV reads cold memory, as in a
 // model, not a copy left in the last-level cache; the same for 2 to 12 rows of A. Also: GEMMs
 // of 32, 128 and 512 rows against the same weight shape (prefill, compute-bound) and
-// attention's probabilities × values, in GFLOP/s, the median of the reps after one warm-up call.
+// attention's probabilities × values, in GFLOP/s, the median of the reps after one warm-up call;
+// and one softmax row, unmasked and causal-masked.
 //
 //   ./build/benchmarks/gemv_bench [--threads N] [--reps R]
 #include <immintrin.h>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "runtime/huge_page_arena.h"
 #include "backends/cpu/weight_gemm.h"
@@ -155,6 +157,28 @@ double attention_values_gflops(ThreadPool& pool, int64_t s, int64_t heads, int r
 
 }  // namespace
 
+// One softmax row of 128 scores, on one thread: unmasked, and causal-masked (keys past the
+// row's position -inf, as in a prefill's attention), in ns per row.
+std::pair<double, double> softmax_row_ns(int reps) {
+  std::vector<float> row(128);
+  double ns[2];
+  for (int masked = 0; masked < 2; ++masked) {
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      const int rows = 20000;
+      const double t0 = now_s();
+      for (int i = 0; i < rows; ++i) {
+        for (int j = 0; j < 128; ++j) row[j] = masked && j > i % 128 ? -__builtin_inff() : 0.01f * static_cast<float>(j);
+        softmax_row(row.data(), row.data(), 128);
+      }
+      t.push_back((now_s() - t0) / rows * 1e9);
+    }
+    std::sort(t.begin(), t.end());
+    ns[masked] = t[t.size() / 2];
+  }
+  return {ns[0], ns[1]};
+}
+
 int main(int argc, char** argv) {
   int threads = 0, reps = 5;
   for (int i = 1; i < argc; ++i) {
@@ -192,5 +216,7 @@ int main(int argc, char** argv) {
                   2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
     }
   std::printf("GEMM_NN attention 512x512 x 512x64 f32, 16 heads: %.1f GFLOP/s\n", attention_values_gflops(pool, 512, 16, reps));
+  const auto [plain, causal] = softmax_row_ns(reps);
+  std::printf("softmax row of 128 (filling it included): %.0f ns, causal-masked: %.0f ns\n", plain, causal);
   return 0;
 }
