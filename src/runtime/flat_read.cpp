@@ -129,6 +129,15 @@ static void copy_rows(const Reader::Flat& f, const std::vector<int64_t>* lo, con
 
 void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst) { copy_rows(f, nullptr, nullptr, src, es, nullptr, dst); }
 
+Buffer copy_below_top(const Reader& r) {
+  const Reader::Flat& below = r.stacked()->below;
+  int64_t count = 1;
+  for (int64_t d : below.shape) count *= d;
+  Buffer c(r.dtype(), std::vector<int64_t>{count});
+  copy_flat(below, r.buffer().bytes(), dtype_size(r.dtype()), c.bytes());
+  return c;
+}
+
 void copy_masked(const Reader::Masked& m, const uint8_t* src, size_t es, const uint8_t* pad, uint8_t* dst) {
   copy_rows(m.layout, &m.lo, &m.hi, src, es, pad, dst);
 }

@@ -29,6 +29,11 @@ void load_floats(const Reader& r, bool flat, int64_t z0, int64_t n, float* dst);
 // stored (no conversion): whole runs at a time where the last axis is contiguous.
 void copy_flat(const Reader::Flat& f, const uint8_t* src, size_t es, uint8_t* dst);
 
+// A stacked reader's (Reader::Stacked, stacked_in_bounds) elements below its top layer, copied
+// row-major into a buffer of its dtype: read through the top layer's offset and strides, they
+// give the view (a broadcast copies only the few elements it repeats).
+Buffer copy_below_top(const Reader& r);
+
 // Every element of a masked layout, row-major into `dst`: the stored element where the mask lets
 // it through, `pad` (one element of `es` bytes) elsewhere. Reads only elements inside the mask.
 void copy_masked(const Reader::Masked& m, const uint8_t* src, size_t es, const uint8_t* pad, uint8_t* dst);

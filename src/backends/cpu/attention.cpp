@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <cstdlib>
 #include <optional>
 
 #include "backends/cpu/row_kernels.h"
@@ -76,10 +75,7 @@ void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count
   if (rank >= 1 && r.strided() && r.strided()->strides.size() == rank && strided_in_bounds(r, shape)) {
     src = &r.buffer(), offset = r.strided()->offset, strides = r.strided()->strides;
   } else if (const auto& st = r.stacked(); rank >= 1 && st && st->top.strides.size() == rank && stacked_in_bounds(r)) {
-    int64_t n = 1;
-    for (int64_t d : st->below.shape) n *= d;
-    below.emplace(r.dtype(), std::vector<int64_t>{std::max<int64_t>(1, n)});
-    copy_flat(st->below, r.buffer().bytes(), dtype_size(r.dtype()), below->bytes());
+    below = copy_below_top(r);
     src = &*below, offset = st->top.offset, strides = st->top.strides;
   }
   if (!src) {

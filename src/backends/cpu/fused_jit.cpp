@@ -43,12 +43,8 @@ struct Operand {
 
 Operand copy_operand(const Reader& r, const std::vector<int64_t>& shape, std::vector<Buffer>& copies) {
   if (const auto& st = r.stacked(); st && st->top.strides.size() == shape.size() && stacked_in_bounds(r)) {
-    const Reader::Flat& below = st->below;
-    int64_t count = 1;
-    for (int64_t d : below.shape) count *= d;
-    if (count > 0) {
-      Buffer& c = copies.emplace_back(r.dtype(), std::vector<int64_t>{count});
-      copy_flat(below, r.buffer().bytes(), dtype_size(r.dtype()), c.bytes());
+    if (Buffer below = copy_below_top(r); below.numel() > 0) {
+      Buffer& c = copies.emplace_back(std::move(below));
       return {c.bytes(), st->top.offset, st->top.strides};
     }
   }

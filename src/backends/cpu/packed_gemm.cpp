@@ -295,6 +295,15 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
   }
 }
 
+// Auto's choice: AVX-512 where the CPU has it, unless LUMINAL_CPU_AVX512=0 (for comparing the two).
+bool avx512_by_default() {
+  static const bool on = [] {
+    const char* env = std::getenv("LUMINAL_CPU_AVX512");
+    return __builtin_cpu_supports("avx512f") && !(env && std::string(env) == "0");
+  }();
+  return on;
+}
+
 // Threads split the larger of m and n in whole micro-tiles; each packs the other operand in full,
 // so splitting the bigger side duplicates only the smaller one's packing. The grain makes
 // parallel_for use exactly `threads` chunks.
@@ -304,8 +313,8 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
     for (int64_t i = 0; i < g.m; ++i) std::fill(g.c + i * g.ldc, g.c + i * g.ldc + g.n, 0.0f);
     return;
   }
-  if (kernel == GemmKernel::Auto) kernel = packed_gemm_has_avx512() ? GemmKernel::Avx512 : GemmKernel::Avx2;
-  if (kernel == GemmKernel::Avx512 && !packed_gemm_has_avx512()) throw Error("packed GEMM: this CPU has no AVX-512");
+  if (kernel == GemmKernel::Auto) kernel = avx512_by_default() ? GemmKernel::Avx512 : GemmKernel::Avx2;
+  if (kernel == GemmKernel::Avx512 && !__builtin_cpu_supports("avx512f")) throw Error("packed GEMM: this CPU has no AVX-512");
   const Tile& tile = kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
   const int64_t MR = tile.mr, NR = tile.nr;
   Job job{g, b_row_major, tile};
@@ -323,12 +332,6 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
 }
 
 }  // namespace
-
-bool packed_gemm_has_avx512() {
-  // LUMINAL_CPU_AVX512=0 keeps the AVX2 kernel, for comparing the two.
-  static const bool has = __builtin_cpu_supports("avx512f") && !(std::getenv("LUMINAL_CPU_AVX512") && std::string(std::getenv("LUMINAL_CPU_AVX512")) == "0");
-  return has;
-}
 
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel) { run(g, false, pool, kernel); }
 

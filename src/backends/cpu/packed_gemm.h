@@ -8,9 +8,9 @@
 
 namespace luminal::cpu {
 
-// Which micro-kernel: Auto takes AVX-512 where the CPU has it (and LUMINAL_CPU_AVX512 is not 0).
+// Which micro-kernel: Auto takes AVX-512 where the CPU has it (and LUMINAL_CPU_AVX512 is not 0);
+// asking for Avx512 on a CPU without it is an error.
 enum class GemmKernel { Auto, Avx2, Avx512 };
-bool packed_gemm_has_avx512();
 
 // C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm.
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);

@@ -212,13 +212,17 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     std::string body = count_decl + kGridLoop + per_element + "  }\n";
     r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
-  // One block per row of `length` elements, its threads sized to the row (Launch::row_length).
-  auto rows = [&](const std::string& body, const Expr& work, const Expr& length) {
-    // Launches may size their grid for larger dims than this run's (a replayed CUDA graph):
-    // blocks past the rows return at once.
-    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions, "", kRowMaxThreads), Launch::Grid::Rows,
-                          work, Expr(0), length});
+  // One block per item of `work`, with `shared` bytes of dynamic shared memory. Launches may size
+  // their grid for larger dims than this run's (a replayed CUDA graph): blocks past the work
+  // return at once. A row kernel passes its row's `length` and gets blocks sized to the row
+  // (Launch::row_length).
+  auto per_block = [&](const std::string& body, const Expr& work, const Expr& shared, const Expr& length = Expr(0)) {
+    const int max_threads = length.is_const(0) ? kBlockThreads : kRowMaxThreads;
+    return Launch{w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions, "", max_threads), Launch::Grid::Rows, work,
+                  shared, length};
   };
+  // One block per row of `length` elements.
+  auto rows = [&](const std::string& body, const Expr& work, const Expr& length) { r.launches.push_back(per_block(body, work, Expr(0), length)); };
 
   const OpKind op = n.op;
   if (op == OpKind::Cast || op == OpKind::Output) return elementwise(w.program_at(single(OpKind::Cast, n.dtype, w.in_dtype(0), 1), "lm_z", "    ")), r;
@@ -422,13 +426,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows)) * slices;
       r.scratch_f32 = rows * slices * (dv + 2);
       // Shared: the group's q rows, their scores in the slice, and each warp's partial rows.
-      r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + a->partial, functions), Launch::Grid::Rows, blocks,
-                            (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4});
+      r.launches.push_back(per_block(a->partial, blocks, (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4));
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
       if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
-        r.tiled = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *tiled, functions), Launch::Grid::Rows, blocks,
-                         tiled_attention_shared_bytes(n)};
+        r.tiled = per_block(*tiled, blocks, tiled_attention_shared_bytes(n));
         r.tiled_rows = seq;
         r.tiled_min_rows = kTiledMinRows;
       }
@@ -458,8 +460,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "    float lm_acc = 0.0f;\n    for (long long lm_key = 0; lm_key < lm_keys; ++lm_key) {\n"
       << product(DType::F32, "lm_sc[lm_key]", DType::F32, "lm_ld2((lm_b * lm_keys + lm_key) * lm_dv + lm_j)", w.in_dtype(2), "      ")
       << "      lm_acc += v0;\n    }\n    " << w.out_store("lm_row * lm_dv + lm_j", "lm_acc", DType::F32) << "  }\n";
-    const Expr all_rows = product_of(q, 0, rank - 1);
-    r.launches.push_back({w.finish("  if (blockIdx.x >= " + c(all_rows) + ") return;\n" + s.str(), functions), Launch::Grid::Rows, all_rows, keys * 4});
+    r.launches.push_back(per_block(s.str(), product_of(q, 0, rank - 1), keys * 4));
     return r;
   }
   throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, "

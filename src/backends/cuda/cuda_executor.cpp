@@ -322,6 +322,10 @@ void CudaExecutor::give_back(DeviceBuffer b) {
   if (b.ptr && !b.kept) free_.emplace(b.bytes, b);
 }
 
+int64_t CudaExecutor::grid_stride_blocks(int64_t threads) const {
+  return std::min<int64_t>((threads + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
+}
+
 void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in) {
   std::vector<void*> args;
   args.push_back(&out);
@@ -331,7 +335,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (work <= 0) return;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
-    blocks = std::min<int64_t>((work + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
+    blocks = grid_stride_blocks(work);
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
@@ -365,7 +369,7 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
     DevicePtr lo_ptr = lo ? lo->ptr : 0, src = in[0] + static_cast<DevicePtr>(a_off) * 4;
     long long rows = m, cols = k, ld = lda;
     void* args[] = {&hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
-    const int64_t blocks = std::min<int64_t>((m * k + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
+    const int64_t blocks = grid_stride_blocks(m * k);
     ctx_.launch(rows_to_bf16_, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, 0, args);
     cublaslt_linear(ctx_, DType::BF16, hi.ptr, k, w, ldw, out, n, m, n, k);
     if (lo) cublaslt_linear(ctx_, DType::BF16, lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);

@@ -155,6 +155,9 @@ class CudaExecutor {
   bool used_library_ = false;
   void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
+  // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
+  // options_.blocks_per_sm per multiprocessor.
+  int64_t grid_stride_blocks(int64_t threads) const;
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
   size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                  const std::vector<DevicePtr>& in, bool capturing);

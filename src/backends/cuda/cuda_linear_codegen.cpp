@@ -17,9 +17,8 @@ Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div
 // to `rows` rows of A (four, or one for decode); a team of threads (LinearVariant) takes one:
 // its threads load 16 bytes of each column's weight row at a time (8 bf16 or 4 f32) and the
 // matching A values, so the weight streams through in full 128-byte lines, read once per group
-// of rows. Sums use FMA, then a
-// shuffle tree, then shared memory across a team's warps (float rounding, not the reference's
-// order).
+// of rows. Sums use FMA, then a shuffle tree, then shared memory across a team's warps (float
+// rounding, not the reference's order).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
@@ -69,7 +68,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "      long long lm_p0 = 0;\n"
     << "      if (lm_vec) {\n";
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
-  // four rows of A: each A value is loaded once for all the tile's columns.
+  // `rows` rows of A: each A value is loaded once for all the tile's columns.
   auto chunk = [&](int u, const std::string& at) {
     std::ostringstream o;
     o << "          {\n            float lm_wv[" << C << "][" << per << "];\n";
