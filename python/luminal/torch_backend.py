@@ -152,6 +152,7 @@ class LuminalGraph:
         self._last = {}  # input name -> (tensor, version, data_ptr, shape, stride, dtype) of what was set
         self._copied = set()  # cuda inputs copied into luminal's buffers rather than read in place
         self._to_copy = []  # this call's (name, tensor) of those, copied after one synchronisation
+        self._range_checks = []  # this call's (input name, device [min, max]) of changed int64 inputs on CUDA
         self.sets = 0  # inputs handed to the runtime so far
         self._lock = threading.Lock()
 
@@ -297,11 +298,11 @@ class LuminalGraph:
             if not t.is_contiguous():
                 raise RuntimeError(f"luminal: input {name} is updated in place and must be contiguous")
         elif held != t.dtype:
-            if t.dtype == torch.int64 and t.numel():  # one reduction (one sync on a GPU) per changed input
-                lo, hi = (int(x) for x in torch.aminmax(t))
-                if lo < -2**31 or hi >= 2**31:
-                    raise RuntimeError(f"luminal: input {name} (int64) holds values outside the 32-bit range luminal computes "
-                                       f"integers in ({lo}..{hi}); they would wrap, so the graph is not run")
+            if t.dtype == torch.int64 and t.numel():  # one reduction per changed input
+                if self.cuda:  # read back with the others after the call's one sync (see __call__)
+                    self._range_checks.append((name, torch.stack(torch.aminmax(t))))
+                else:
+                    _check_int32_range(name, *(int(x) for x in torch.aminmax(t)))
             t = t.to(held)
         if self.cuda:
             t = t.contiguous()
@@ -337,6 +338,10 @@ class LuminalGraph:
                     self.compiled.set_dim(spec[1], int(a))
             if self.cuda:  # torch's pending work on the inputs (and conversions just made) on its own stream
                 torch.cuda.current_stream().synchronize()
+                if self._range_checks:  # the int64 inputs' ranges, all in one small copy
+                    ranges = torch.stack([r for _, r in self._range_checks]).tolist()
+                    for (name, _), (lo, hi) in zip(self._range_checks, ranges):
+                        _check_int32_range(name, lo, hi)
                 for name, t in self._to_copy:
                     self.compiled.copy_input_device(name, t.data_ptr(), luminal_dtype(t.dtype), list(t.shape))
                 self._to_copy.clear()
@@ -348,6 +353,7 @@ class LuminalGraph:
                 args[p].add_(c)
             return tuple(self._result(spec, args, dims) for spec in self.outputs)
         finally:
+            self._range_checks.clear()
             for name, _ in self._to_copy:  # a call that failed before copying: set them again next time
                 self._last.pop(name, None)
             self._to_copy.clear()
@@ -370,6 +376,12 @@ class LuminalGraph:
             return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
         t = torch.from_numpy(a)
         return t if t.dtype == spec[2] else t.to(spec[2])
+
+
+def _check_int32_range(name, lo, hi):
+    if lo < -2**31 or hi >= 2**31:
+        raise RuntimeError(f"luminal: input {name} (int64) holds values outside the 32-bit range luminal computes "
+                           f"integers in ({lo}..{hi}); they would wrap, so the graph is not run")
 
 
 def _syms(x):

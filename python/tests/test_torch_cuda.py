@@ -71,3 +71,17 @@ def test_static_cache_decode_on_cuda_updates_the_cache_in_place():
     assert stats["replayed"] >= 3 and stats["dropped"] == 0, stats
     for g, w in zip(got_cache.layers, want_cache.layers):
         torch.testing.assert_close(g.keys, w.keys, rtol=1e-4, atol=1e-4)
+
+
+def test_int64_inputs_past_32_bits_are_an_error_on_cuda_too():
+    # On CUDA the range checks of a call's int64 inputs are read back together after its one
+    # synchronisation; a refused call leaves nothing half-set, so the next good one runs.
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a, b: a + b, backend="luminal", dynamic=False)
+    a = torch.tensor([1, -2, 2**31 - 3], dtype=torch.int64, device="cuda")
+    b = torch.tensor([1, 1, 1], dtype=torch.int64, device="cuda")
+    with torch.no_grad():
+        assert torch.equal(fn(a, b), a + b)
+        with pytest.raises(Exception, match=r"input \S+ \(int64\) holds values outside the 32-bit range"):
+            fn(a, torch.tensor([1, 2**33, 1], dtype=torch.int64, device="cuda"))
+        assert torch.equal(fn(a, b * 2), a + b * 2)

@@ -162,6 +162,77 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
   static_assert(kBlockThreads / 32 >= kAttentionRows, "a warp per row takes the softmax statistics");
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
   const std::string ninf = "__int_as_float((int)0xff800000u)";
+  // Where one pass of the warps covers the slice (four keys a warp) and a lane's four columns
+  // cover a value row, each warp loads its keys' value columns together with the keys: the
+  // value pass then waits on no memory, and the block on one round trip fewer.
+  const Expr dv_expr = v->shape[r - 1];
+  const bool preload_v = kAttentionChunk <= 4 * (kBlockThreads / 32) && dv_expr.is_const() && dv_expr.value() <= 128;
+  const std::string v_pad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
+  auto v_loads = [&](const std::string& dst, const std::string& ok_extra, const std::string& indent) {
+    std::ostringstream o;
+    o << indent << "{\n" << indent << "  const bool lm_vok = " << ok_extra << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
+      << indent << "  const long long lm_vb = lm_vok ? " << base(*v, "lm_key", r - 2, r - 1) << " : 0;\n"
+      << indent << "  #pragma unroll\n"
+      << indent << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+      << indent << "    const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
+      << indent << "    " << dst << "[lm_e] = lm_vok && lm_j < lm_dv ? " << load(dt[2], "lm_V[lm_vb + lm_j * lm_vsj]") << " : " << v_pad << ";\n"
+      << indent << "  }\n" << indent << "}\n";
+    return o.str();
+  };
+  const std::string preload_v_code =
+      preload_v ? "      { const long long lm_j0 = 0;\n" + v_loads("lm_vpre[lm_u]", "lm_key < lm_k1 && ", "        ") + "      }\n" : "";
+  // Single pass (one round of four keys a warp, head dims of at most 128): the warp's key rows
+  // and value columns are loaded into registers before the q rows are staged, so the block waits
+  // on memory once before its scores.
+  const Expr dk_expr = k->shape[r - 2];
+  const bool single_pass = preload_v && dk_expr.is_const() && dk_expr.value() <= 128;
+  const std::string q_staging =
+      "  for (long long lm_p = threadIdx.x; lm_p < lm_R * lm_dk; lm_p += blockDim.x) {\n"
+      "    const long long lm_rr = lm_p / lm_dk;\n"
+      "    lm_q[lm_p] = lm_rr < lm_live ? (float)lm_ld0((lm_row0 + lm_rr) * lm_dk + (lm_p - lm_rr * lm_dk)) : 0.0f;\n  }\n"
+      "  __syncthreads();\n";
+  std::string single_pass_keys;
+  if (single_pass) {
+    std::ostringstream o;
+    const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]);
+    o << "  constexpr int lm_KT = " << (dk_expr.value() + 31) / 32 << ";\n"
+      << "  float lm_kreg[4][lm_KT], lm_vpre[4][4];\n  bool lm_use[4][lm_R];\n"
+      << "  {\n    const long long lm_key0 = lm_k0 + lm_warp;\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
+      << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
+      << "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n"
+      << "      const bool lm_ok = lm_key < lm_k1 && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
+      << "      const long long lm_kb = lm_ok ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_t = 0; lm_t < lm_KT; ++lm_t) {\n"
+      << "        const long long lm_p = lm_lane + 32 * lm_t;\n"
+      << "        lm_kreg[lm_u][lm_t] = lm_ok && lm_p < lm_dk ? " << load(dt[1], "lm_K[lm_kb + lm_p * lm_ksp]") << " : " << kpad << ";\n"
+      << "      }\n" << preload_v_code << "    }\n  }\n"
+      << q_staging
+      << "  if (lm_k0 + lm_warp < lm_k1) {\n"
+      << "    const long long lm_key0 = lm_k0 + lm_warp;\n"
+      << "    float lm_acc[4][lm_R];\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
+      << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) lm_acc[lm_u][lm_rr] = 0.0f;\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_t = 0; lm_t < lm_KT; ++lm_t) {\n"
+      << "      const long long lm_p = lm_lane + 32 * lm_t;\n"
+      << "      if (lm_p >= lm_dk) break;\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+      << "        const float lm_qp = " << convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) << ";\n"
+      << "        #pragma unroll\n"
+      << "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, lm_kreg[lm_u][lm_t], lm_acc[lm_u][lm_rr]);\n"
+      << "      }\n    }\n";
+    single_pass_keys = o.str();
+  }
+  const std::string value_pass_loads =
+      preload_v ? "        for (int lm_e = 0; lm_e < 4; ++lm_e) lm_vv[lm_u][lm_e] = lm_vpre[lm_u][lm_e];\n"
+                : v_loads("lm_vv[lm_u]", "lm_any && ", "        ");
   std::ostringstream s;
   s << "  extern __shared__ float lm_sh[];\n"
     << "  constexpr int lm_R = " << kAttentionRows << ", lm_CH = " << kAttentionChunk << ";\n"
@@ -180,10 +251,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
     << "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
     << batch_coords(r)
-    << "  for (long long lm_p = threadIdx.x; lm_p < lm_R * lm_dk; lm_p += blockDim.x) {\n"
-    << "    const long long lm_rr = lm_p / lm_dk;\n"
-    << "    lm_q[lm_p] = lm_rr < lm_live ? (float)lm_ld0((lm_row0 + lm_rr) * lm_dk + (lm_p - lm_rr * lm_dk)) : 0.0f;\n  }\n"
-    << "  __syncthreads();\n"
+    << (single_pass ? "" : q_staging)
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
     // The mask at (row, key): through one index per row where its layout allows.
@@ -194,18 +262,23 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     // A key that the mask hides from every row of the group is not read (half the keys of a
     // causal prefill); one hidden from some rows scores -inf there. Each warp takes four keys
     // at a time, their loads in flight together.
+    ;
+  if (single_pass) {
+    s << single_pass_keys;
+  } else {
+    s << (preload_v ? "  float lm_vpre[4][4];  // this warp's keys' value columns, loaded with the keys\n" : "")
     << "  for (long long lm_key0 = lm_k0 + lm_warp; lm_key0 < lm_k1; lm_key0 += 4 * lm_warps) {\n"
     << "    bool lm_use[4][lm_R], lm_ok[4];\n    long long lm_kb[4];\n    float lm_acc[4][lm_R];\n"
     << "    #pragma unroll\n"
     << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
     << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
-    << "      bool lm_any = false;\n"
     << "      #pragma unroll\n"
     << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
     << "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n"
-    << "        lm_any = lm_any || lm_use[lm_u][lm_rr];\n        lm_acc[lm_u][lm_rr] = 0.0f;\n      }\n"
-    << "      lm_ok[lm_u] = lm_any && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
-    << "      lm_kb[lm_u] = lm_ok[lm_u] ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n    }\n"
+    << "        lm_acc[lm_u][lm_rr] = 0.0f;\n      }\n"
+    << "      lm_ok[lm_u] = lm_key < lm_k1 && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
+    << "      lm_kb[lm_u] = lm_ok[lm_u] ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n"
+    << preload_v_code << "    }\n"
     << "    for (long long lm_p = lm_lane; lm_p < lm_dk; lm_p += 32) {\n"
     << "      float lm_kv[4];\n"
     << "      #pragma unroll\n"
@@ -217,8 +290,10 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "        const float lm_qp = " << convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) << ";\n"
     << "        #pragma unroll\n"
     << "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, lm_kv[lm_u], lm_acc[lm_u][lm_rr]);\n"
-    << "      }\n    }\n"
-    << "    #pragma unroll\n"
+    << "      }\n    }\n";
+  }
+  // The scores of the warp's four keys, each a shuffle tree over the lanes.
+  s << "    #pragma unroll\n"
     << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
     << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
     << "      #pragma unroll\n"
@@ -263,13 +338,8 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "        for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
     << "          lm_pr[lm_u][lm_rr] = lm_key < lm_k1 ? lm_sc[lm_rr * lm_CH + (lm_key - lm_k0)] : 0.0f;\n"
     << "          lm_any = lm_any || lm_pr[lm_u][lm_rr] != 0.0f;\n        }\n"
-    << "        const bool lm_ok = lm_any && " << valid(*v, r - 1, "lm_key", r - 2) << ";\n"
-    << "        const long long lm_vb = lm_ok ? " << base(*v, "lm_key", r - 2, r - 1) << " : 0;\n"
-    << "        #pragma unroll\n"
-    << "        for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "          const long long lm_j = lm_j0 + lm_lane * 4 + lm_e;\n"
-    << "          lm_vv[lm_u][lm_e] = lm_ok && lm_j < lm_dv ? " << load(dt[2], "lm_V[lm_vb + lm_j * lm_vsj]") << " : "
-    << value_lit(n.inputs[2].view.pad_value(), dt[2]) << ";\n        }\n      }\n"
+    << "        (void)lm_any;\n"
+    << value_pass_loads << "      }\n"
     << "      #pragma unroll\n"
     << "      for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
     << "        #pragma unroll\n"

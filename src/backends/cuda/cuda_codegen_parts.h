@@ -62,10 +62,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
                                                const LinearVariant& v = kLinearVariants[0]);
-// Code for before the kernel's wait on the one before it (griddepcontrol.wait): the first
-// 128 bytes per thread of each team's first weight rows start streaming into L2 while that
-// kernel finishes. Weights are never written by kernels, so reading them early is safe. Empty
-// for batched products.
+// Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
+// the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
+// streaming into L2 while the kernels before it finish. Weights are never written by kernels,
+// so reading them early is safe. Empty for batched products.
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v);
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per

@@ -1,4 +1,6 @@
 // The decode GEMV of linear layers (see strided_linear_body below).
+#include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "backends/cuda/cuda_codegen.h"
@@ -143,22 +145,39 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   return s.str();
 }
 
+// How many bytes of a linear layer's weight the prefetch covers (LUMINAL_CUDA_PREFETCH_MB, for
+// measuring): a seventh of H200's 60 MB L2, so lines fetched early are still there when the
+// kernel reaches them and the activations and KV cache keep their place.
+static long long prefetch_budget_bytes() {
+  static const long long bytes = [] {
+    const char* mb = std::getenv("LUMINAL_CUDA_PREFETCH_MB");
+    return (mb ? std::max(0LL, std::atoll(mb)) : 8LL) << 20;
+  }();
+  return bytes;
+}
+
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v) {
   const size_t r = a ? a->shape.size() : 0;
   if (!a || !b || r < 2 || b->shape.size() != r) return "";
   for (size_t d = 0; d + 2 < r; ++d)
     if (!a->shape[d].is_const(1)) return "";
   const size_t bytes = dtype_size(w_dtype);
+  // Each thread prefetches its team's units in the order the kernel reads them, whole weight
+  // rows, until the units read first hold the budget's bytes: while the kernels before run
+  // (attention, the norms), the weights stream into L2 and the memory system is not idle.
   std::ostringstream s;
-  s << "  {\n    const long long lm_pn = " << c(b->shape[r - 1]) << ", lm_pk = " << c(a->shape[r - 1]) << ", lm_pt = (lm_pn + " << v.cols - 1
-    << ") / " << v.cols << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows << " * lm_pt;\n"
-    << "    const long long lm_w0 = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team << ";\n"
-    << "    const long long lm_at = (long long)(threadIdx.x % " << v.team << ") * 128;\n"
-    << "    if (lm_w0 < lm_pu && lm_at < lm_pk * " << bytes << ") {\n"
-    << "      const long long lm_j = (lm_w0 % lm_pt) * " << v.cols << ";\n"
+  s << "  {\n    const long long lm_pn = " << c(b->shape[r - 1]) << ", lm_pk = " << c(a->shape[r - 1]) << " * " << bytes << ", lm_pt = (lm_pn + "
+    << v.cols - 1 << ") / " << v.cols << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows << " * lm_pt;\n"
+    << "    const long long lm_plim = " << prefetch_budget_bytes() << "LL / (lm_pk * " << v.cols << " + 1) + 1;\n"
+    << "    const long long lm_pstep = (long long)gridDim.x * (blockDim.x / " << v.team << ");\n"
+    << "    for (long long lm_w = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team
+    << "; lm_w < lm_pu && lm_w < lm_plim; lm_w += lm_pstep) {\n"
+    << "      const long long lm_j = (lm_w % lm_pt) * " << v.cols << ";\n"
     << "      for (int lm_k = 0; lm_k < " << v.cols << " && lm_j + lm_k < lm_pn; ++lm_k) {\n"
     << "        const char* lm_row = lm_in1 + (" << c(b->offset) << " + (lm_j + lm_k) * " << c(b->strides[r - 1]) << ") * " << bytes << ";\n"
-    << "        asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_row + lm_at));\n      }\n    }\n  }\n";
+    << "        for (long long lm_at = (long long)(threadIdx.x % " << v.team << ") * 128; lm_at < lm_pk; lm_at += " << v.team * 128 << ")\n"
+    << "          asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_row + lm_at));\n"
+    << "      }\n    }\n  }\n";
   return s.str();
 }
 
