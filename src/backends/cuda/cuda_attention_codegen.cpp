@@ -361,28 +361,37 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "    for (long long lm_j = threadIdx.x; lm_j < lm_dv; lm_j += blockDim.x) {\n"
     << "      float lm_acc = 0.0f;\n      for (int lm_w = 0; lm_w < lm_warps; ++lm_w) lm_acc += lm_part[(lm_w * lm_R + lm_rr) * lm_dv + lm_j];\n"
     << "      lm_res[2 + lm_j] = lm_acc;\n    }\n  }\n";
-  // Combine: each output element weighs the slices' partial rows by exp(slice max - max).
+  // Combine: a warp per output element, its lanes over the slices. Each lane merges its slices'
+  // [max, sum, value] online (all its loads independent, so they are in flight together), then
+  // a shuffle tree merges the lanes: the block waits on memory once, not once per slice.
   std::ostringstream cb;
   cb << "  const long long lm_keys = " << c(k->shape[r - 1]) << ", lm_dv = " << c(v->shape[r - 1]) << ";\n"
      << "  const long long lm_splits = (lm_keys + " << kAttentionChunk << " - 1) / " << kAttentionChunk << ";\n"
      << "  const long long lm_count = " << c(product_of(n.inputs[0].view.shape(), 0, r - 1)) << " * lm_dv;\n"
-     << "  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
-     << "  for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_count;"
-        " lm_z += (long long)gridDim.x * blockDim.x) {\n"
+     << "  const float lm_log2e = " << float_lit(1.4426950408889634f) << ", lm_ninf = __int_as_float((int)0xff800000u);\n"
+     << "  const int lm_lane = threadIdx.x & 31;\n"
+     // Merges (m2, l2, o2) into (m, l, o): both rescaled to the larger max; an empty side
+     // (max -inf) weighs 0.
+     << "  auto lm_merge = [&](float& lm_m, float& lm_l, float& lm_o, float lm_m2, float lm_l2, float lm_o2) {\n"
+     << "    const float lm_mn = lm_fmax_nan(lm_m, lm_m2);\n"
+     << "    const float lm_a = lm_m == lm_ninf ? 0.0f : exp2f((lm_m + lm_mn * -1.0f) * lm_log2e);\n"
+     << "    const float lm_b = lm_m2 == lm_ninf ? 0.0f : exp2f((lm_m2 + lm_mn * -1.0f) * lm_log2e);\n"
+     << "    lm_l = __fmaf_rn(lm_l2, lm_b, lm_l * lm_a);\n    lm_o = __fmaf_rn(lm_o2, lm_b, lm_o * lm_a);\n    lm_m = lm_mn;\n  };\n"
+     << "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
+        " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
      << "    const long long lm_row = lm_z / lm_dv, lm_j = lm_z - lm_row * lm_dv;\n"
      << "    const float* lm_p = (const float*)lm_in0 + lm_row * lm_splits * (lm_dv + 2);\n"
-     << "    float lm_m = __int_as_float((int)0xff800000u);\n"
-     // Unrolled: the slices' loads are independent, and one at a time left the combine waiting
-     // on L2 once per slice.
-     << "    #pragma unroll 4\n"
-     << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) lm_m = lm_fmax_nan(lm_m, lm_p[lm_s * (lm_dv + 2)]);\n"
-     << "    float lm_l = 0.0f, lm_o = 0.0f;\n"
-     << "    #pragma unroll 4\n"
-     << "    for (long long lm_s = 0; lm_s < lm_splits; ++lm_s) {\n"
+     << "    float lm_m = lm_ninf, lm_l = 0.0f, lm_o = 0.0f;\n"
+     << "    #pragma unroll 2\n"
+     << "    for (long long lm_s = lm_lane; lm_s < lm_splits; lm_s += 32) {\n"
      << "      const float* lm_q = lm_p + lm_s * (lm_dv + 2);\n"
-     << "      const float lm_w = lm_q[0] == __int_as_float((int)0xff800000u) ? 0.0f : exp2f((lm_q[0] + lm_m * -1.0f) * lm_log2e);\n"
-     << "      lm_l = __fmaf_rn(lm_q[1], lm_w, lm_l);\n      lm_o = __fmaf_rn(lm_q[2 + lm_j], lm_w, lm_o);\n    }\n"
-     << "    ((" << storage_type(out_dtype) << "*)lm_out)[lm_z] = " << store(out_dtype, convert("lm_o * (1.0f / lm_l)", DType::F32, out_dtype)) << ";\n  }\n";
+     << "      lm_merge(lm_m, lm_l, lm_o, lm_q[0], lm_q[1], lm_q[2 + lm_j]);\n    }\n"
+     << "    for (int lm_x = 16; lm_x > 0; lm_x >>= 1) {\n"
+     << "      const float lm_m2 = __shfl_xor_sync(0xffffffffu, lm_m, lm_x), lm_l2 = __shfl_xor_sync(0xffffffffu, lm_l, lm_x),"
+        " lm_o2 = __shfl_xor_sync(0xffffffffu, lm_o, lm_x);\n"
+     << "      lm_merge(lm_m, lm_l, lm_o, lm_m2, lm_l2, lm_o2);\n    }\n"
+     << "    if (lm_lane == 0) ((" << storage_type(out_dtype) << "*)lm_out)[lm_z] = "
+     << store(out_dtype, convert("lm_o * (1.0f / lm_l)", DType::F32, out_dtype)) << ";\n  }\n";
   return AttentionKernels{batch_shape_fn(*k, r) + s.str(), cb.str()};
 }
 

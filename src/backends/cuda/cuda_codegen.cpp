@@ -427,7 +427,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       r.scratch_f32 = rows * slices * (dv + 2);
       // Shared: the group's q rows, their scores in the slice, and each warp's partial rows.
       r.launches.push_back(per_block(a->partial, blocks, (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4));
-      r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv});
+      r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv * 32});  // a warp per element
       if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
         r.tiled = per_block(*tiled, blocks, tiled_attention_shared_bytes(n));

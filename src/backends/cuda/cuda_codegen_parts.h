@@ -70,9 +70,9 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per
 // (row, slice) into a scratch of rows * slices * (dv + 2) floats; `combine` merges the slices
-// (one thread per output element, reading the scratch as input 0). Decode's few rows then still
-// fill the GPU, a grouped-query decode reads each KV head's cache once for its query heads, and
-// shared memory no longer grows with the context.
+// (a warp per output element, its lanes over the slices, reading the scratch as input 0).
+// Decode's few rows then still fill the GPU, a grouped-query decode reads each KV head's cache
+// once for its query heads, and shared memory no longer grows with the context.
 constexpr int kAttentionChunk = 32, kAttentionRows = 4;
 struct AttentionKernels {
   std::string partial, combine;
