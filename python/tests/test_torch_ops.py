@@ -475,3 +475,22 @@ def test_counters_are_incremented_by_torch_after_the_run():
     graph = tb.last_graph
     assert sorted((c[2], c[3]) for c in graph.counters) == [(1, True), (2, False)]  # (increment, read by the graph)
     assert len(graph.mutations) == 1  # total: x is no constant, so the runtime computes it
+
+
+def test_a_counter_changed_between_calls_is_read_again():
+    # A counter the graph reads is handed over from the host once its value is known (torch's
+    # increment of the value the last run saw); a write by the caller between calls moves its
+    # version past what a call makes, so the next call reads it again.
+    torch._dynamo.reset()
+    eager, compiled_model = Counters(), Counters()
+    fn = torch.compile(compiled_model, backend="luminal")
+    with torch.no_grad():
+        for step in range(9):
+            if step in (4, 7):
+                for m in (eager, compiled_model):
+                    m.pos.fill_(10 * step)
+            x = r(3) + step
+            torch.testing.assert_close(fn(x), eager(x))
+    torch.testing.assert_close(compiled_model.pos, eager.pos)
+    graph = tb.last_graph
+    assert graph._counter_bumps is not None  # the host-side path was taken
