@@ -406,8 +406,8 @@ class LuminalGraph:
         counters the graph reads, their next value is kept on the host (see _set)."""
         by_c = {}
         for p, _, c, _ in self.counters:
-            by_c.setdefault(c, []).append(args[p])
-        for c, ts in by_c.items():
+            by_c.setdefault((c, args[p].device), []).append(args[p])
+        for (c, _), ts in by_c.items():
             torch._foreach_add_(ts, c)
         for p, name, c, read in self.counters:
             given = self._given.get(name)
