@@ -119,17 +119,22 @@ __attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8
   const size_t stride = static_cast<size_t>(ldw) * es;
   int64_t p = 0;
   if (nr == tile_nr) {
-    for (; p + 8 <= kc; p += 8) {
+    // A line of each row at a time (64 / es values), eight rows at a time: W's rows are often a
+    // multiple of 4 KiB apart, so all of a panel's rows fall in one L1 set, and reading a little
+    // of every row per step evicted each line before the rest of it was read.
+    constexpr int64_t line = 64 / es;
+    for (; p + line <= kc; p += line) {
       // Sixteen or more rows read in step are more streams than the hardware prefetcher keeps
       // ahead of, and W comes from DRAM: ask for each row's lines a few steps ahead, running on
       // into the next panel's rows (prefetching past W's end is harmless).
-      if (p % (64 / es) == 0) {
-        const int64_t q = p + kPrefetch / es;
-        const uint8_t* ahead = q < kc ? w + q * es : w + tile_nr * stride + (q - kc) * es;
-        for (int c = 0; c < tile_nr; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * stride), _MM_HINT_T0);
-      }
-      for (int c = 0; c < tile_nr; c += 8) pack_8x8<BF16>(w + c * stride + p * es, stride, dst + p * tile_nr + c, tile_nr);
+      const int64_t q = p + kPrefetch / es;
+      const uint8_t* ahead = q < kc ? w + q * es : w + tile_nr * stride + (q - kc) * es;
+      for (int c = 0; c < tile_nr; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * stride), _MM_HINT_T0);
+      for (int c = 0; c < tile_nr; c += 8)
+        for (int64_t s = 0; s < line; s += 8) pack_8x8<BF16>(w + c * stride + (p + s) * es, stride, dst + (p + s) * tile_nr + c, tile_nr);
     }
+    for (; p + 8 <= kc; p += 8)
+      for (int c = 0; c < tile_nr; c += 8) pack_8x8<BF16>(w + c * stride + p * es, stride, dst + p * tile_nr + c, tile_nr);
   }
   for (; p < kc; ++p)
     for (int c = 0; c < tile_nr; ++c) dst[p * tile_nr + c] = c < nr ? load1_w(w + c * stride + p * es, BF16) : 0.0f;
