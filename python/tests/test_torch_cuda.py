@@ -85,3 +85,21 @@ def test_int64_inputs_past_32_bits_are_an_error_on_cuda_too():
         with pytest.raises(Exception, match=r"input \S+ \(int64\) holds values outside the 32-bit range"):
             fn(a, torch.tensor([1, 2**33, 1], dtype=torch.int64, device="cuda"))
         assert torch.equal(fn(a, b * 2), a + b * 2)
+
+
+def test_counters_on_cuda_take_the_host_path_and_notice_writes():
+    # Counters read by the graph are handed over from the host once their value is known; a
+    # caller's write between calls is noticed (the counter is read again).
+    from test_torch_ops import Counters
+    torch._dynamo.reset()
+    eager, compiled_model = Counters().cuda(), Counters().cuda()
+    fn = torch.compile(compiled_model, backend="luminal")
+    with torch.no_grad():
+        for step in range(8):
+            if step == 5:
+                for m in (eager, compiled_model):
+                    m.pos.fill_(40)
+            x = torch.randn(3, device="cuda")
+            torch.testing.assert_close(fn(x), eager(x))
+    torch.testing.assert_close(compiled_model.pos, eager.pos)
+    assert tb.last_graph.cuda and tb.last_graph._counter_bumps is not None
