@@ -90,7 +90,7 @@ inline float load1_w(const uint8_t* w, bool bf16) {
 // Eight W rows (from `w`, `stride` bytes apart) × eight k values, transposed so that each k gets
 // eight consecutive columns: dst[q * nr + c] = W[c, q]. Spelled out so that it stays in registers.
 template <bool BF16>
-__attribute__((target("avx2,fma"))) inline void pack_8x8(const uint8_t* w, size_t stride, float* dst, int nr) {
+__attribute__((target("avx2,fma"), always_inline)) inline void pack_8x8(const uint8_t* w, size_t stride, float* dst, int nr) {
   __m256 r0 = load8_w<BF16>(w), r1 = load8_w<BF16>(w + stride), r2 = load8_w<BF16>(w + 2 * stride),
          r3 = load8_w<BF16>(w + 3 * stride), r4 = load8_w<BF16>(w + 4 * stride), r5 = load8_w<BF16>(w + 5 * stride),
          r6 = load8_w<BF16>(w + 6 * stride), r7 = load8_w<BF16>(w + 7 * stride);
@@ -120,8 +120,9 @@ __attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8
   int64_t p = 0;
   if (nr == tile_nr) {
     // A line of each row at a time (64 / es values), eight rows at a time: W's rows are often a
-    // multiple of 4 KiB apart, so all of a panel's rows fall in one L1 set, and reading a little
-    // of every row per step evicted each line before the rest of it was read.
+    // multiple of 4 KiB apart, so a panel's rows share an L1 set, and this keeps fewer of their
+    // lines live in it than reading a little of every row per step. A small gain: packing B went
+    // from 15.1-15.8% to 14.4% of a warm Llama-shaped prefill's perf samples.
     constexpr int64_t line = 64 / es;
     for (; p + line <= kc; p += line) {
       // Sixteen or more rows read in step are more streams than the hardware prefetcher keeps
