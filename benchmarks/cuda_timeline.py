@@ -88,8 +88,9 @@ def main():
     st = steps[len(steps) // 2]
     # With overlapping launches (programmatic dependent launch) a kernel starts before the one
     # before it ends, so its duration includes waiting; what it adds to the step is how much
-    # later than its predecessor it ends ("adds").
+    # later it ends than the latest of the (up to four) kernels before it ("adds").
     end = lambda e: e["ts"] + e["dur"]
+    adds = [st[0]["dur"]] + [end(e) - max(end(x) for x in st[max(0, j - 4):j]) for j, e in enumerate(st) if j]
     by = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for j, e in enumerate(st):
         k = by[kind_of(e["name"])]
@@ -97,16 +98,15 @@ def main():
         k[1] += e["dur"]
         if j:
             k[2] += e["ts"] - end(st[j - 1])
-            k[3] += end(e) - max(end(x) for x in st[:j][-4:])
+            k[3] += adds[j]
     print(f"\nstep {len(steps) // 2} by kind: count, kernel time, idle before, adds to the step (ms)")
     for name, (n, d, g, a) in sorted(by.items(), key=lambda x: -x[1][3]):
         print(f"  {name:40s} {n:5d} {d / 1e3:8.3f} {g / 1e3:8.3f} {a / 1e3:8.3f}")
     print(f"\nthe first {args.show} kernels of that step: kind, µs, idle µs before, µs added, grid")
     for j, e in enumerate(st[: args.show]):
         gap = e["ts"] - end(st[j - 1]) if j else 0.0
-        adds = end(e) - max(end(x) for x in st[:j][-4:]) if j else e["dur"]
         grid = e.get("args", {}).get("grid", "")
-        print(f"  {kind_of(e['name']):40s} {e['dur']:8.2f} {gap:7.2f} {adds:7.2f} {grid}")
+        print(f"  {kind_of(e['name']):40s} {e['dur']:8.2f} {gap:7.2f} {adds[j]:7.2f} {grid}")
 
 
 if __name__ == "__main__":

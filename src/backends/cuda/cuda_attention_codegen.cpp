@@ -259,9 +259,10 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "  long long lm_mb[lm_R];\n"
     << "  #pragma unroll\n"
     << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) lm_mb[lm_rr] = lm_rr < lm_live ? lm_mask_row(lm_row0 + lm_rr) : 0;\n"
-    // A key that the mask hides from every row of the group is not read (half the keys of a
-    // causal prefill); one hidden from some rows scores -inf there. Each warp takes four keys
-    // at a time, their loads in flight together.
+    // A key the mask hides from a row scores -inf there. Keys are loaded whether the mask hides
+    // them or not, so that the loads do not wait for the mask's: a causal prefill through this
+    // kernel (under kTiledMinRows rows) reads the hidden half too. Each warp takes four keys at
+    // a time, their loads in flight together.
     ;
   if (single_pass) {
     s << single_pass_keys;
@@ -322,8 +323,9 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "  __syncthreads();\n"
     // Values: each warp takes every warps-th key (four at a time) and its lanes four consecutive
     // output columns each (a warp reads a value row's 128 columns in one run), for every row of
-    // the group; keys no row weighs are skipped, and a row adds nothing for a key of
-    // probability 0 whatever its (pad) values. The warps' partial rows meet in shared memory.
+    // the group; a row adds nothing for a key of probability 0 whatever its (pad) values, and
+    // where the values were not loaded with the keys, keys no row weighs are not read. The
+    // warps' partial rows meet in shared memory.
     << "  for (long long lm_j0 = 0; lm_j0 < lm_dv; lm_j0 += 128) {\n"
     << "    float lm_a[lm_R][4];\n"
     << "    #pragma unroll\n"
@@ -338,7 +340,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "        for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
     << "          lm_pr[lm_u][lm_rr] = lm_key < lm_k1 ? lm_sc[lm_rr * lm_CH + (lm_key - lm_k0)] : 0.0f;\n"
     << "          lm_any = lm_any || lm_pr[lm_u][lm_rr] != 0.0f;\n        }\n"
-    << "        (void)lm_any;\n"
+    << (preload_v ? "        (void)lm_any;  // the values came with the keys\n" : "")
     << value_pass_loads << "      }\n"
     << "      #pragma unroll\n"
     << "      for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
