@@ -11,10 +11,13 @@
 # then, through the device tool, with carry [build-dev/luminal, build-dev/tests, build-dev/lib]:
 #   ARCHS="qwen3-0.6b llama-3-8b" PROFILE=1 LOGITS=32 TORCH_COMPILE=1 bash benchmarks/cuda_device_run.sh
 # OVERLAP=1 also runs the fixture models and the benchmark without overlapping launches
-# (LUMINAL_CUDA_OVERLAP=0; they are on by default).
+# (LUMINAL_CUDA_OVERLAP=0; they are on by default). MODELS: where the random models are written
+# (default /tmp; the 61 GB qwen3-30b-a3b fits in /dev/shm, not on the 64 GiB disk). LAYERS: fewer
+# layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
+MODELS=${MODELS:-/tmp}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1  # everything is also kept in $OUT/run.log
@@ -27,8 +30,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,n
 
 # The models are made in the background while the tests run (the 8B one takes minutes).
 ( for ARCH in $ARCHS; do
-    python3 scripts/make_random_model.py --arch "$ARCH" --out "/tmp/$ARCH" --no-gguf --init-device cuda > "$OUT/make_$ARCH.txt" 2>&1
-    touch "/tmp/$ARCH.made"
+    # A model another call is already making (or made) there is waited for, not made again.
+    [ -e "$MODELS/$ARCH" ] && continue
+    python3 scripts/make_random_model.py --arch "$ARCH" --out "$MODELS/$ARCH" --no-gguf --init-device cuda ${LAYERS:+--layers $LAYERS} \
+      > "$OUT/make_$ARCH.txt" 2>&1
+    touch "$MODELS/$ARCH.made"
   done ) &
 
 if [ -z "${SKIP_TESTS:-}" ]; then
@@ -49,33 +55,33 @@ fi
 
 for ARCH in $ARCHS; do
 echo "== random $ARCH [${SECONDS}s]"
-while [ ! -e "/tmp/$ARCH.made" ]; do sleep 1; done
+while [ ! -e "$MODELS/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
 echo "== luminal --backend cuda [${SECONDS}s]"
-"$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
+"$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
   --iters ${ITERS:-5} --context "${CONTEXT:-512}" > "$OUT/bench_$ARCH.txt" 2>&1
 grep -v "^luminal cuda:" "$OUT/bench_$ARCH.txt" | tail -n 40  # the GEMV timings (LUMINAL_CUDA_TUNE_LOG=1) stay in the file
 if [ -n "${OVERLAP:-}" ]; then
   echo "== luminal --backend cuda, launches not overlapped (LUMINAL_CUDA_OVERLAP=0) [${SECONDS}s]"
-  LUMINAL_CUDA_OVERLAP=0 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
+  LUMINAL_CUDA_OVERLAP=0 "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${BF16:-}" ]; then
   echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1) [${SECONDS}s]"
-  LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "/tmp/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
+  LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${LOGITS:-}" ]; then
   echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"
-  python3 benchmarks/logits_check.py --model-dir "/tmp/$ARCH" --luminal "$BIN/luminal" --backend cuda --device cuda \
+  python3 benchmarks/logits_check.py --model-dir "$MODELS/$ARCH" --luminal "$BIN/luminal" --backend cuda --device cuda \
     --tokens "$LOGITS" 2>&1 | tail -n 1
 fi
 echo "== transformers eager (bf16, cuda) [${SECONDS}s]"
-python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
+python3 - "$MODELS/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
 from transformers import AutoModelForCausalLM
 path, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
+m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map="cuda").eval()
 vocab = m.config.vocab_size
 ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(prompt)]], device="cuda")
 def run():
@@ -96,11 +102,11 @@ print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
 EOF
 if [ -n "${TORCH_COMPILE:-}" ]; then
   echo "== transformers, static KV cache, torch.compile(mode=reduce-overhead) [${SECONDS}s]"
-  ( python3 - "/tmp/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
+  ( python3 - "$MODELS/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
 from transformers import AutoModelForCausalLM
 path, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
+m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map="cuda").eval()
 # A static cache makes generate() compile the decoding forward itself (transformers'
 # CompileConfig: inductor, mode="reduce-overhead", i.e. CUDA graphs); the prefill runs eager.
 m.generation_config.cache_implementation = "static"

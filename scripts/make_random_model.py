@@ -126,16 +126,57 @@ ARCHS = {
             vocab_size=128256,
         ),
     ),
+    # Qwen/Qwen3-30B-A3B config.json (the MoE benchmark model: 128 experts, 8 per token)
+    "qwen3-30b-a3b": dict(
+        model_type="qwen3_moe",
+        tokenizer="qwen3",
+        config=dict(
+            architectures=["Qwen3MoeForCausalLM"],
+            attention_bias=False,
+            attention_dropout=0.0,
+            bos_token_id=151643,
+            eos_token_id=151645,
+            decoder_sparse_step=1,
+            head_dim=128,
+            hidden_act="silu",
+            hidden_size=2048,
+            initializer_range=0.02,
+            intermediate_size=6144,
+            max_position_embeddings=40960,
+            max_window_layers=48,
+            mlp_only_layers=[],
+            moe_intermediate_size=768,
+            norm_topk_prob=True,
+            num_attention_heads=32,
+            num_experts=128,
+            num_experts_per_tok=8,
+            num_hidden_layers=48,
+            num_key_value_heads=4,
+            output_router_logits=False,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            router_aux_loss_coef=0.001,
+            sliding_window=None,
+            tie_word_embeddings=False,
+            use_cache=True,
+            use_sliding_window=False,
+            vocab_size=151936,
+        ),
+    ),
 }
 
 
-def build_hf(arch, out, std, seed, init_device="cpu"):
+def build_hf(arch, out, std, seed, init_device="cpu", layers=None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     spec = ARCHS[arch]
     cfg_kwargs = dict(spec["config"])
     cfg_kwargs["initializer_range"] = std
+    if layers:
+        cfg_kwargs["num_hidden_layers"] = layers
+        if "max_window_layers" in cfg_kwargs:
+            cfg_kwargs["max_window_layers"] = layers
     config = AutoConfig.for_model(spec["model_type"], **cfg_kwargs)
     torch.manual_seed(seed)
     t0 = time.time()
@@ -235,6 +276,7 @@ def main():
     ap.add_argument("--llama-cpp", help="llama.cpp folder holding convert_hf_to_gguf.py and gguf-py/")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "luminal-bench"),
                     help="where the llama-cpp-python sdist is downloaded and extracted")
+    ap.add_argument("--layers", type=int, help="fewer layers than the architecture has (a smaller model of the same shape)")
     ap.add_argument("--skip-hf-if-present", action="store_true", help="reuse OUT's safetensors if they exist")
     a = ap.parse_args()
 
@@ -243,7 +285,7 @@ def main():
     if a.skip_hf_if_present and (out / "config.json").exists() and glob.glob(str(out / "*.safetensors")):
         print(f"reusing {out}")
     else:
-        build_hf(a.arch, out, a.std, a.seed, a.init_device)
+        build_hf(a.arch, out, a.std, a.seed, a.init_device, a.layers)
 
     tok = find_tokenizer(spec["tokenizer"], a.tokenizer_dir)
     if tok:

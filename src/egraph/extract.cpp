@@ -34,9 +34,12 @@ double CostModel::node_cost(const EGraph& eg, const ENode& n, const TensorInfo& 
   if (op.primitive && (op.kind == OpKind::Input || op.kind == OpKind::Constant)) return 0.0;
   // A memory-bound model: a fixed launch cost plus the bytes read and written.
   double bytes = elements(out.shape, *this) * static_cast<double>(dtype_size(out.dtype));
-  for (ClassId k : n.kids) {
-    const TensorInfo& t = eg.info(k);
-    bytes += elements(t.shape, *this) * static_cast<double>(dtype_size(t.dtype));
+  // A ScaledMatmul reads b only for rows whose scale is nonzero, which the data decides (an MoE
+  // decode reads k of E experts); counted as half, it wins over the Matmul of a scaled copy.
+  const bool skips_b = !op.primitive && op.name == "ScaledMatmul";
+  for (size_t i = 0; i < n.kids.size(); ++i) {
+    const TensorInfo& t = eg.info(n.kids[i]);
+    bytes += elements(t.shape, *this) * static_cast<double>(dtype_size(t.dtype)) * (skips_b && i == 1 ? 0.5 : 1.0);
   }
   // A fused reduction walks its whole iteration domain, which for a reduction over a broadcast
   // product (a matmul written out) is far more than the bytes it reads.

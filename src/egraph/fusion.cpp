@@ -177,10 +177,13 @@ size_t fuse_elementwise(EGraph& g) {
       if (!elementwise(g, n) && !reduce) continue;
       if (reduce && !Builder{g}.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
       Builder b = fitted_tree(g, reduce ? n.kids[0] : c);
-      // A lone elementwise op gains nothing; a reduction gains from any prologue. A program of
-      // constants alone (a cast of a broadcast constant) reads no input that would give its node
+      // A lone elementwise op gains nothing as a kernel; a reduction gains from any prologue. A
+      // program of constants alone (a cast of a broadcast constant) reads no input that would give its node
       // a shape: hash-consed, it would join classes of every shape.
-      if (b.prog.instrs.size() < (reduce ? 1u : 2u) || b.inputs.empty() || !b.finish()) continue;
+      // A lone op can still be a reduction's epilogue (the residual add after an MoE's sum over
+      // experts), below.
+      const bool lone = !reduce && b.prog.instrs.size() < 2;
+      if (b.prog.instrs.empty() || b.inputs.empty() || !b.finish()) continue;
       bool cyclic = false;
       for (ClassId in : b.inputs) cyclic = cyclic || g.find(in) == g.find(c);
       if (cyclic) continue;
@@ -191,15 +194,14 @@ size_t fuse_elementwise(EGraph& g) {
         a.exprs = g.info(n.kids[0]).shape;  // the iteration domain, for the cost model
       }
       OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
-      todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
+      if (!lone) todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
       // An elementwise tree fed by a reduction (of the same shape) can also be the reduction's
-      // epilogue: one kernel for prologue, reduction and epilogue.
+      // epilogue: one kernel for prologue, reduction and epilogue. Every input that is a
+      // reduction gives a form (a matmul's class holds its primitive reduction too).
       if (!reduce)
         for (size_t slot = 0; slot < b.inputs.size(); ++slot)
-          if (const ENode* r = reduce_node(g, b.inputs[slot])) {
+          if (const ENode* r = reduce_node(g, b.inputs[slot]))
             if (auto e = with_epilogue(g, b, slot, *r, fused_sum, fused_max)) todo.push_back({c, *e});
-            break;
-          }
       break;  // one fused form per class (plus its epilogue form)
     }
   }

@@ -104,6 +104,27 @@ RuleFunctions::RuleFunctions() {
     return la.strides[r - 1].is_const(0) && !la.dim_masked(r - 1) && lb.strides[r - 3].is_const(0) &&
            !lb.dim_masked(r - 3);
   });
+  // Read through `outer` (a Matmul's A view [.., m, k]), the view `inner` gives one value per
+  // row: it broadcasts along k, unmasked. Not when it is one value for everything (a constant
+  // factor): that is no row scale worth a kernel.
+  add_guard("row_scale", 2, [](const MatchContext& m, const std::vector<Arg>& a) {
+    std::optional<View> v = view_arg(m, a[0]).compose(view_arg(m, a[1]));
+    if (!v || v->rank() < 2) return false;
+    const ViewLayer& top = v->layers().back();
+    const size_t k = v->rank() - 1;
+    if (!top.strides[k].is_const(0) || top.dim_masked(k)) return false;
+    for (size_t d = 0; d < k; ++d)
+      if (!top.strides[d].is_const(0)) return true;
+    return false;
+  });
+  // A Matmul's A view [.., m, k] with a batch dim that may exceed one (experts, heads): the
+  // unbatched linear layers keep their Matmul, which the backends hand to their GEMM libraries.
+  add_guard("batched_rows", 1, [](const MatchContext& m, const std::vector<Arg>& a) {
+    const View& v = view_arg(m, a[0]);
+    for (size_t d = 0; d + 2 < v.rank(); ++d)
+      if (!v.shape()[d].is_const(1)) return true;
+    return false;
+  });
   // The view reads a tensor reduced along the axis (given by a reduction's attribute), broadcast
   // back over it.
   add_guard("reduced_broadcast", 2, [](const MatchContext& m, const std::vector<Arg>& a) {

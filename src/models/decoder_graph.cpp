@@ -157,9 +157,13 @@ class DecoderBuilder {
     return proj(gate * up, p + "down_proj", c_.hidden, c_.intermediate);
   }
 
-  // Top-k routing as dense per-expert weights [seq, E] (zero for experts not chosen).
-  Tensor route(const Tensor& x, const std::string& p) {
-    int64_t E = c_.experts;
+  // Top-k routing as dense [seq, E] tensors: each expert's weight (zero for experts not chosen)
+  // and which experts are chosen (1 or 0; a chosen expert's weight may still round to zero).
+  struct Routing {
+    Tensor weights, chosen;
+  };
+  Routing route(const Tensor& x, const std::string& p) {
+    int64_t E = c_.experts, K = c_.experts_per_token;
     Tensor r = x;
     if (c_.router_gemma4) {
       r = rms_norm(x, std::nullopt, c_.rms_eps) * f32(weight(p + "router.scale", {c_.hidden})) *
@@ -167,23 +171,26 @@ class DecoderBuilder {
     }
     std::string gate_name = c_.router_gemma4 ? p + "router.proj" : p + "mlp.gate";
     Tensor probs = softmax(proj(r, gate_name, E, c_.hidden), -1);
-    auto [top_w, top_i] = topk(probs, c_.experts_per_token, -1);
+    auto [top_w, top_i] = topk(probs, K, -1);
     if (c_.norm_topk) top_w = top_w / sum(top_w, {-1}, true);
-    if (c_.router_gemma4) top_w = top_w * reshape(embedding(reshape(f32(weight(p + "router.per_expert_scale", {E})), {E, 1}), top_i), {seq_, c_.experts_per_token});
-    return scatter(zeros(g_, {seq_, E}), 1, top_i, top_w);
+    if (c_.router_gemma4) top_w = top_w * reshape(embedding(reshape(f32(weight(p + "router.per_expert_scale", {E})), {E, 1}), top_i), {seq_, K});
+    return {scatter(zeros(g_, {seq_, E}), 1, top_i, top_w), scatter(zeros(g_, {seq_, E}), 1, top_i, ones(g_, {seq_, K}))};
   }
 
-  // Every expert on every token, weighted by the routing (zero for experts not chosen). It reads
-  // each expert's weights once; a gathering kernel for decode is a backend's job.
-  Tensor experts(const Tensor& x, const Tensor& routing, const std::string& p) {
+  // Every expert on every token, its inputs scaled by the routing: gate/up's by whether the
+  // expert is chosen, down's by its weight; then the sum over experts. The scales are per row of
+  // each expert's matmul, so the compiler turns them into ScaledMatmul kernels that skip the rows
+  // (and the weights) of experts a token did not choose: a decode step reads only its k experts.
+  Tensor experts(const Tensor& x, const Routing& routing, const std::string& p) {
     int64_t E = c_.experts, I = c_.moe_intermediate, H = c_.hidden;
     Tensor gate_up = f32(weight(p + "experts.gate_up_proj", {E, 2 * I, H}));
     Tensor down = f32(weight(p + "experts.down_proj", {E, H, I}));
-    Tensor gu = matmul(expand(unsqueeze(x, 0), {E, seq_, H}), transpose(gate_up, 1, 2));  // [E, seq, 2I]
+    auto per_expert = [&](const Tensor& r) { return unsqueeze(permute(r, {1, 0}), 2); };  // [E, seq, 1]
+    Tensor xs = expand(unsqueeze(x, 0), {E, seq_, H}) * per_expert(routing.chosen);
+    Tensor gu = matmul(xs, transpose(gate_up, 1, 2));  // [E, seq, 2I]
     Tensor a = act(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I);
-    Tensor d = matmul(a, transpose(down, 1, 2));  // [E, seq, H]
-    Tensor w = unsqueeze(permute(routing, {1, 0}), 2);  // [E, seq, 1]
-    return sum(d * w, {0});
+    Tensor d = matmul(a * per_expert(routing.weights), transpose(down, 1, 2));  // [E, seq, H]
+    return sum(d, {0});
   }
 
   Tensor layer(Tensor h, int64_t l, const std::optional<Tensor>& per_layer_inputs) {

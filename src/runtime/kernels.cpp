@@ -63,6 +63,29 @@ void matmul(const Node& n, const std::vector<Reader>& in, const std::vector<std:
       }
 }
 
+// Matmul(a * s, b) with s one value per row of a: rows whose scale is zero are zero, without
+// reading b (an MoE expert a token did not choose). Other rows as the Mul then the Matmul.
+void scaled_matmul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  const std::vector<int64_t>& a = s[0];
+  size_t r = a.size();
+  LM_ASSERT(r >= 2 && s[1].size() == r && s[2] == a, "ScaledMatmul needs a [.., m, k], b [.., k, n] and s shaped as a");
+  int64_t m = a[r - 2], k = a[r - 1], nn = s[1][r - 1];
+  int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < m; ++i) {
+      double scale = in[2]((b * m + i) * k);
+      for (int64_t j = 0; j < nn; ++j) {
+        ReduceAcc acc(true, DType::F32);
+        if (scale != 0)
+          for (int64_t p = 0; p < k; ++p) {
+            double x = convert_value(binary_op(OpKind::Mul, DType::F32, in[0]((b * m + i) * k + p), scale), DType::F32);
+            acc.add(convert_value(binary_op(OpKind::Mul, DType::F32, x, in[1]((b * k + p) * nn + j)), DType::F32));
+          }
+        out.set(static_cast<size_t>((b * m + i) * nn + j), acc.result());
+      }
+    }
+}
+
 // exp(x - max) / sum, with exp as exp2(v * log2e) and division as a * (1/b), all in f32.
 void softmax(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
   AxisSplit ax(s[0], n.axis);
@@ -198,6 +221,7 @@ void attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
 void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& in_shapes,
                           Buffer& out) {
   if (n.kernel == "Matmul") return matmul(n, in, in_shapes, out);
+  if (n.kernel == "ScaledMatmul") return scaled_matmul(n, in, in_shapes, out);
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
@@ -214,7 +238,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, ScaledMatmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

@@ -16,6 +16,7 @@
 #include "compiler/compile.h"
 #include "core/error.h"
 #include "cuda/cuda_cases.h"
+#include "egraph/moe_experts_case.h"
 #include "models/decoder_graph.h"
 #include "models/model_config.h"
 #include "runtime/interpreter.h"
@@ -144,6 +145,27 @@ TEST(CudaCodegen, EveryMatmulOfADecoderTakesTheLinearPath) {
     EXPECT_GT(matmuls, 0) << name;
     EXPECT_EQ(linear, matmuls) << name;
   }
+}
+
+// An MoE decoder's expert products are ScaledMatmuls on the GEMV's schedules (alternatives to
+// time), not the generic kernel; and its other Matmuls are linear layers as above.
+TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  o.weight_dtype = DType::BF16;
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
+  Graph plan = compile(g, CompileOptions{}).plan;
+  PlanKernels k = generate_plan_kernels(plan);
+  int scaled = 0, gemv = 0;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (n.op != OpKind::Kernel || n.kernel != "ScaledMatmul") continue;
+    ++scaled;
+    gemv += !k.per_node[id]->alternatives.empty();
+  }
+  EXPECT_EQ(scaled, 2 * fixture_config("qwen3-moe-tiny").layers);  // gate/up and down, each layer
+  EXPECT_EQ(gemv, scaled);
 }
 
 // Sibling linear layers (q, k, v; gate, up) make grouped GEMVs, and those compile.
@@ -343,6 +365,33 @@ TEST(CudaBackend, EveryGemvVariantMatchesTheReference) {
           expect_close(ref.output("y"), cuda.output("y"),
                        "variant " + std::to_string(v) + " k=" + std::to_string(k) + " " + dtype_name(wt) + " s=" + std::to_string(s));
         }
+      }
+    }
+  }
+}
+
+// An MoE's expert products (tests/egraph/moe_experts_case.h): the experts no token chose hold
+// NaN weights, so every GEMV schedule (the executor may keep any) must skip rows scaled by zero
+// without reading them, and scale the others. Decode (one token) and a few tokens.
+TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
+  for (DType wt : {DType::BF16, DType::F32}) {
+    moetest::MoeExperts c;
+    c.weight_dtype = wt;
+    Graph plan = compiled(c.graph());
+    ASSERT_EQ(count_kernels(plan, "ScaledMatmul"), 1) << plan.dump();
+    if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+    for (int v = 0; v < static_cast<int>(std::size(gen::kLinearVariants)); ++v) {
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
+      for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}}) {
+        auto in = c.inputs(s);
+        for (auto& [name, buf] : in) cuda.set_input(name, buf);
+        cuda.run();
+        std::vector<double> want = c.expected(in, s);
+        Buffer got = cuda.output("out");
+        ASSERT_EQ(got.numel(), want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
+              << "variant " << v << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
       }
     }
   }

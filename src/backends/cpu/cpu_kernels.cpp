@@ -18,7 +18,11 @@ namespace luminal::cpu {
 namespace {
 
 // Matmul [.., m, k] x [.., k, n] where B[.., p, j] = W[.., j*ldw + p]: C = A · Wᵀ per batch.
-bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+// With `scale` (ScaledMatmul: one value per row of A, read as A), row i of C is scale_i times
+// row i of A · Wᵀ; a batch whose scales are all zero is zero without reading its W (an MoE
+// expert no token chose).
+bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+            const Reader* scale = nullptr) {
   const Reader &ra = in[0], &rb = in[1];
   if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
   const std::vector<int64_t>& as = shapes[0];
@@ -59,12 +63,26 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   size_t es = wt == DType::BF16 ? 2 : 4;
   float* C = reinterpret_cast<float*>(out.bytes());
   auto one = [&](int64_t bi, ThreadPool* p) {
+    std::vector<float> row_scale;
+    if (scale) {
+      bool any = false;
+      for (int64_t i = 0; i < m; ++i) {
+        row_scale.push_back(static_cast<float>((*scale)((bi * m + i) * k)));
+        any = any || row_scale.back() != 0.0f;
+      }
+      if (!any) {
+        std::fill(C + bi * m * nn, C + (bi + 1) * m * nn, 0.0f);
+        return;
+      }
+    }
     int64_t base_a = sa.offset, base_b = boff;
     add_batch_offsets(bi, as, sa.strides, bstrides, base_a, base_b);
     WeightGemm g{A + base_a, sa.strides[r - 2], bdata + static_cast<size_t>(base_b) * es,
                  transposed ? bstrides[r - 1] : bstrides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
     if (transposed) weight_gemm(g, p);
     else gemm_nn(g, p);
+    for (int64_t i = 0; i < static_cast<int64_t>(row_scale.size()); ++i)
+      for (float* c = C + (bi * m + i) * nn, *end = c + nn; c < end; ++c) *c = row_scale[i] == 0.0f ? 0.0f : *c * row_scale[i];
   };
   // Many small products (attention's heads in decode): one thread per batch of heads, not
   // every thread on every head, which would synchronise the pool once per head.
@@ -84,6 +102,7 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
   return [&pool, jit](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
     if (n.kernel == "Matmul") return matmul(pool, in, shapes, out);
+    if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2]);
     if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
     if (n.kernel == "RMSNorm") return rms_norm(n, in, shapes, out, pool);
     if (n.kernel == "LayerNorm") return layer_norm(n, in, shapes, out, pool);

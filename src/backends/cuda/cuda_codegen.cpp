@@ -414,6 +414,43 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     r.launches.push_back({w.finish(s.str(), functions), Launch::Grid::Elements, count * 32});
     return r;
   }
+  if (k == "ScaledMatmul") {
+    const std::vector<Expr>& a = w.in_shape(0);
+    const size_t rank = a.size();
+    if (rank < 2 || w.in_shape(1).size() != rank || w.in_shape(2).size() != rank || w.in_dtype(0) != DType::F32 || w.in_dtype(2) != DType::F32)
+      throw Error("CUDA backend: ScaledMatmul needs f32 a [.., m, k], b [.., k, n] and an f32 scale shaped as a");
+    auto store_v = [&](const std::string& at, DType from) { return w.out_store(at, "lm_v", from); };
+    const ViewLayer* la = plain_strided(n.inputs[0].view);
+    const ViewLayer* lb = plain_strided(n.inputs[1].view);
+    const ViewLayer* ls = plain_strided(n.inputs[2].view);
+    // The GEMV's schedules (no weight prefetch: which experts a step reads is known only then).
+    auto gemv = [&](const LinearVariant& v) -> std::optional<Launch> {
+      auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)}, count_decl, store_v, v, ls);
+      if (!body) return std::nullopt;
+      return Launch{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+    };
+    if (auto first = gemv(kLinearVariants[0])) {
+      r.launches.push_back(*first);
+      for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v]));
+      return r;
+    }
+    // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.
+    std::ostringstream s;
+    s << count_decl << "  const long long lm_m = " << c(a[rank - 2]) << ", lm_kk = " << c(a[rank - 1]) << ", lm_n = " << c(w.in_shape(1).back())
+      << ";\n  const int lm_lane = threadIdx.x & 31;\n"
+      << "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
+         " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
+      << "    const long long lm_j = lm_z % lm_n, lm_r = lm_z / lm_n, lm_i = lm_r % lm_m, lm_b = lm_r / lm_m;\n"
+      << "    const float lm_s = lm_ld2((lm_b * lm_m + lm_i) * lm_kk);\n"
+      << "    float lm_acc = 0.0f;\n"
+      << "    if (lm_s != 0.0f)\n"
+      << "      for (long long lm_p = lm_lane; lm_p < lm_kk; lm_p += 32)\n"
+      << "        lm_acc += __fmul_rn(__fmul_rn(lm_ld0((lm_b * lm_m + lm_i) * lm_kk + lm_p), lm_s), (float)lm_ld1((lm_b * lm_kk + lm_p) * lm_n + lm_j));\n"
+      << "    for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
+      << "    if (lm_lane == 0) " << w.out_store("lm_z", "lm_acc", DType::F32) << "  }\n";
+    r.launches.push_back({w.finish(s.str(), functions), Launch::Grid::Elements, count * 32});
+    return r;
+  }
   if (k == "Attention") {
     // Strided keys and values: split over slices of keys (strided_attention), or tiled for a
     // prefill. Otherwise one block per query row, its scores in shared memory (4 bytes a key).
@@ -463,7 +500,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     r.launches.push_back(per_block(s.str(), product_of(q, 0, rank - 1), keys * 4));
     return r;
   }
-  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, "
+  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, ScaledMatmul, Softmax, RMSNorm, LayerNorm, "
               "Rotary, Where, Attention)");
 }
 

@@ -61,7 +61,9 @@ Expr linear_threads(const Expr& count, const LinearVariant& v);
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               const LinearVariant& v = kLinearVariants[0]);
+                                               const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr);
+// `scale` (ScaledMatmul, read from lm_in2 as A is): row i's sums times its scale; a unit whose
+// rows' scales are all zero writes zeros without reading its weight rows.
 // Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
 // the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
 // streaming into L2 while the kernels before it finish. Weights are never written by kernels,

@@ -24,8 +24,9 @@ Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               const LinearVariant& v) {
+                                               const LinearVariant& v, const ViewLayer* scale) {
   const size_t r = a ? a->shape.size() : 0;
+  if (scale && (scale->shape.size() != r || dt.size() < 3 || dt[2] != DType::F32)) return std::nullopt;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
   if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.in_flight < 1 || v.rows < 1) return std::nullopt;
@@ -46,6 +47,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
     << "    float lm_acc[" << R << "][" << C << "] = {};\n"
+    << (scale ? "    float lm_sc[" + std::to_string(R) + "];\n" : std::string())
     << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0;\n"
     << "    if (lm_live) {\n"
     << "      lm_j0 = (lm_w % lm_tiles) * " << C << ";\n"
@@ -54,14 +56,22 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "      lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
     // The batch coordinates of b, into both operands' offsets.
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
+    << (scale ? "      long long lm_so = " + c(scale->offset) + ";\n" : std::string())
     << "      { long long lm_rem = lm_b;\n";
   for (size_t d = r - 2; d-- > 0;)
     s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * "
-      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << "; }\n";
+      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << ";" << (scale ? " lm_so += lm_c * " + c(scale->strides[d]) + ";" : "") << " }\n";
   s << "      }\n"
     << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
     << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
-    << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n";
+    << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n"
+    << "      " << (scale ? "" : "const ") << "long long lm_ke = lm_kk;  // the k the unit reads: none where every row's scale is zero\n";
+  if (scale)
+    s << "      bool lm_any = false;\n"
+      << "      for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+      << "        lm_sc[lm_i] = lm_i < lm_rows ? ((const float*)lm_in2)[lm_so + (lm_g * " << R << " + lm_i) * " << c(scale->strides[r - 2]) << "] : 0.0f;\n"
+      << "        lm_any = lm_any || lm_sc[lm_i] != 0.0f;\n      }\n"
+      << "      if (!lm_any) lm_ke = 0;\n";
   // A column past n reads the tile's first row again (its sums are not stored).
   for (int k = 0; k < C; ++k) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
   // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
@@ -109,15 +119,15 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // `in_flight` loads per column and thread before their products: decode is a stream over W,
   // and one outstanding 16-byte load per thread leaves the memory system idle between them.
   s << "        long long lm_p = lm_tid * " << per << ";\n"
-    << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_kk; lm_p += " << U << " * " << step << ") {\n";
+    << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
   for (int u = 0; u < U; ++u) s << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
   for (int u = 0; u < U; ++u) s << chunk(u, "lm_p + " + std::to_string(u) + " * " + step);
   s << "        }\n"
-    << "        for (; lm_p + " << per << " <= lm_kk; lm_p += " << step << ") {\n"
+    << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
     << loads(0, "lm_p") << chunk(0, "lm_p") << "        }\n"
-    << "        lm_p0 = lm_kk;\n      }\n"
+    << "        lm_p0 = lm_ke;\n      }\n"
     // Unaligned rows: one element per thread per step.
-    << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_kk; lm_p += " << T << ") {\n";
+    << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_ke; lm_p += " << T << ") {\n";
   for (int k = 0; k < C; ++k)
     s << "        { const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_o" + std::to_string(k) + " + lm_p])" : "lm_B[lm_o" + std::to_string(k) + " + lm_p]")
       << ";\n          for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
@@ -130,6 +140,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "        for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_s);\n";
   if (T == 32)
     s << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
+      << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "")
       << "          const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "        }\n      }\n  }\n";
   else  // then across the team's warps, in warp order
@@ -140,6 +151,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
       << "        float lm_v = 0.0f;\n"
       << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
+      << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
       << "        const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "      }\n    }\n    __syncthreads();\n  }\n";
   return s.str();
