@@ -469,6 +469,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
         r.tiled = per_block(*tiled, blocks, tiled_attention_shared_bytes(n));
         r.tiled_rows = seq;
+        r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
       }
       return r;

@@ -61,8 +61,12 @@ struct NodeKernels {
   std::vector<Launch> alternatives;
   // Attention only: with at least `tiled_min_rows` query rows per batch entry (`tiled_rows`, a
   // prefill), this one launch replaces `launches` and writes the output without a scratch.
+  // Only where its blocks (a tile of rows each, walking every key) fill the GPU or the rows are
+  // as many as the keys (`tiled_keys`): a grouped-query decode has group-many rows per KV head
+  // (8 for Qwen3-30B-A3B), and four blocks over a long cache take 160 µs where the split
+  // launches take 10.
   std::optional<Launch> tiled;
-  Expr tiled_rows = Expr(0);
+  Expr tiled_rows = Expr(0), tiled_keys = Expr(0);
   int64_t tiled_min_rows = 0;
 };
 

@@ -505,7 +505,7 @@ void CudaExecutor::run() {
       }
     }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
-    if (k.tiled && eval(k.tiled_rows) >= k.tiled_min_rows) {  // a prefill's attention: one launch
+    if (k.tiled && use_tiled(k)) {  // a prefill's attention: one launch
       launch(*k.tiled, k, functions_by_node_[id].back(), out.ptr, in);
     } else {
       size_t first = 0;
@@ -626,6 +626,11 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, bool capturi
   const DevicePtr out = g.pending[0].ptr;
   const size_t v = variant(g.kernels, g.function, g.alternatives, out, in, capturing);
   launch(v == 0 ? g.kernels.launches[0] : g.kernels.alternatives[v - 1], g.kernels, v == 0 ? g.function : g.alternatives[v - 1], out, in);
+}
+
+bool CudaExecutor::use_tiled(const NodeKernels& k) {
+  const int64_t rows = eval(k.tiled_rows);
+  return rows >= k.tiled_min_rows && (rows >= eval(k.tiled_keys) || eval(k.tiled->work) >= ctx_.info().multiprocessors);
 }
 
 size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,

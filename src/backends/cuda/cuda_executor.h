@@ -158,6 +158,8 @@ class CudaExecutor {
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
   // options_.blocks_per_sm per multiprocessor.
   int64_t grid_stride_blocks(int64_t threads) const;
+  // Whether an attention node runs its tiled (prefill) launch at the current dims.
+  bool use_tiled(const NodeKernels& k);
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
   size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                  const std::vector<DevicePtr>& in, bool capturing);

@@ -13,6 +13,56 @@ using namespace luminal::cpu::codegen;
 
 Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div(count, Expr(v.cols)) * Expr(v.team); }
 
+// ScaledMatmul, few batches of few rows (an MoE decode: 128 experts, one token): each block
+// lists the batches with a nonzero scale, in order, in shared memory (a ballot per warp, so
+// every block lists them alike), zeroes the other batches' outputs, and the units below are
+// then those of the listed batches alone (lm_units recounted): every block streams chosen
+// experts' weights, where a grid over all experts leaves most warps idle. Else (a prefill's many
+// rows) the units are every batch's, and a unit whose rows' scales are all zero reads no k.
+static constexpr int kMaxListedBatches = 1024;
+static std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale,
+                                           const std::function<std::string(const std::string&, DType)>& out_store) {
+  const size_t r = a->shape.size();
+  std::ostringstream s;
+  s << "  __shared__ int lm_act[" << kMaxListedBatches << "];\n"
+    << "  __shared__ unsigned lm_on_bits[" << kMaxListedBatches / 32 << "];\n"
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
+    << "  const long long lm_batches = lm_count / (lm_m * lm_n);\n"
+    << "  const bool lm_compact = lm_batches <= " << kMaxListedBatches << " && lm_batches * lm_m <= 16384;\n"
+    << "  if (lm_compact) {\n"
+    << "    if (threadIdx.x == 0) lm_nact = 0;\n"
+    << "    __syncthreads();\n"
+    << "    for (long long lm_c0 = 0; lm_c0 < lm_batches; lm_c0 += blockDim.x) {\n"
+    << "      const long long lm_cb = lm_c0 + threadIdx.x;\n"
+    << "      bool lm_on = false;\n"
+    << "      if (lm_cb < lm_batches) {\n"
+    << "        long long lm_so = " << c(scale->offset) << ", lm_rem = lm_cb;\n";
+  for (size_t d = r - 2; d-- > 0;)
+    s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_so += lm_c * "
+      << c(scale->strides[d]) << "; }\n";
+  s << "        for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
+    << c(scale->strides[r - 2]) << "] != 0.0f;\n"
+    << "      }\n"
+    << "      const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
+    << "      if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (lm_cb < lm_batches) lm_on_bits[lm_cb >> 5] = lm_bal; }\n"
+    << "      __syncthreads();\n"
+    << "      if (threadIdx.x == 0) {\n"
+    << "        int lm_t = lm_nact;\n"
+    << "        for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
+    << "        lm_nact = lm_t;\n      }\n"
+    << "      __syncthreads();\n"
+    << "      if (lm_on) lm_act[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)lm_cb;\n"
+    << "      __syncthreads();\n"
+    << "    }\n"
+    << "    for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < lm_batches * lm_m * lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
+    << "      const long long lm_zb = lm_z / (lm_m * lm_n);\n"
+    << "      if (!((lm_on_bits[lm_zb >> 5] >> (lm_zb & 31)) & 1u)) { const float lm_v = 0.0f; " << out_store("lm_z", DType::F32) << "      }\n"
+    << "    }\n"
+    << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
+    << "  }\n";
+  return s.str();
+}
+
 // Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
 // f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
 // B = Wᵀ of a row-major [n, k] weight. A work unit is `cols` adjacent columns j and a group of up
@@ -38,20 +88,22 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   std::ostringstream s;
   s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
     << ";\n  if (lm_m <= 0 || lm_n <= 0) return;\n"
-    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (lm_n + " << C - 1 << ") / " << C
-    << ", lm_units = lm_count / (lm_m * lm_n) * lm_groups * lm_tiles;\n"
+    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (lm_n + " << C - 1 << ") / " << C << ";\n"
+    << "  " << (scale ? "" : "const ") << "long long lm_units = lm_count / (lm_m * lm_n) * lm_groups * lm_tiles;\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
   if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
+  if (scale) s << scaled_batches_prologue(a, scale, out_store);
   // Whole blocks step through the units together, so the barriers below are reached by all.
   s << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
     << "    float lm_acc[" << R << "][" << C << "] = {};\n"
     << (scale ? "    float lm_sc[" + std::to_string(R) + "];\n" : std::string())
-    << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0;\n"
+    << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0, lm_b = 0;\n"
     << "    if (lm_live) {\n"
     << "      lm_j0 = (lm_w % lm_tiles) * " << C << ";\n"
-    << "      const long long lm_t = lm_w / lm_tiles, lm_b = lm_t / lm_groups;\n"
+    << "      const long long lm_t = lm_w / lm_tiles;\n"
+    << "      lm_b = " << (scale ? "lm_compact ? (long long)lm_act[lm_t / lm_groups] : " : "") << "lm_t / lm_groups;\n"
     << "      lm_g = lm_t % lm_groups;\n"
     << "      lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
     // The batch coordinates of b, into both operands' offsets.
@@ -141,7 +193,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   if (T == 32)
     s << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
       << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "")
-      << "          const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+      << "          const long long lm_z = (lm_b * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "        }\n      }\n  }\n";
   else  // then across the team's warps, in warp order
     s << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
@@ -152,7 +204,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "        float lm_v = 0.0f;\n"
       << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
       << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
-      << "        const long long lm_z = (lm_w / lm_tiles / lm_groups * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+      << "        const long long lm_z = (lm_b * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "      }\n    }\n    __syncthreads();\n  }\n";
   return s.str();
 }
