@@ -55,8 +55,10 @@ static CompileResult compile_one(const Graph& g, const CompileOptions& opts, con
 }
 
 // Everything that decides the plan, as text: the graph, the rules, the options, the target.
+// The passes' code is not in it: a change to fusion, extraction or the cost model that changes
+// plans must bump the version (v3: ScaledMatmul's cost, reductions' lone epilogues).
 static std::string cache_text(const Graph& g, const CompileOptions& o, const std::vector<RuleSource>& rules) {
-  std::string t = "luminal-plan-v2\n" + serialize(g);
+  std::string t = "luminal-plan-v3\n" + serialize(g);
   for (const RuleSource& r : rules) t += r.name + "\n" + r.text;
   const SearchOptions& s = o.search;
   t += "search " + std::to_string(s.limit) + " " + std::to_string(s.generation_size) + " " +

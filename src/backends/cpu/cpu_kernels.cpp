@@ -20,7 +20,7 @@ namespace {
 // Matmul [.., m, k] x [.., k, n] where B[.., p, j] = W[.., j*ldw + p]: C = A · Wᵀ per batch.
 // With `scale` (ScaledMatmul: one value per row of A, read as A), row i of C is scale_i times
 // row i of A · Wᵀ; a batch whose scales are all zero is zero without reading its W (an MoE
-// expert no token chose).
+// expert no token chose), and only the rows with a nonzero scale are multiplied.
 bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
             const Reader* scale = nullptr) {
   const Reader &ra = in[0], &rb = in[1];
@@ -77,8 +77,23 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
     }
     int64_t base_a = sa.offset, base_b = boff;
     add_batch_offsets(bi, as, sa.strides, bstrides, base_a, base_b);
-    WeightGemm g{A + base_a, sa.strides[r - 2], bdata + static_cast<size_t>(base_b) * es,
-                 transposed ? bstrides[r - 1] : bstrides[r - 2], wt, C + bi * m * nn, nn, m, nn, k};
+    const void* w = bdata + static_cast<size_t>(base_b) * es;
+    const int64_t ldw = transposed ? bstrides[r - 1] : bstrides[r - 2];
+    // A prefill's expert: only the rows of the tokens that chose it, gathered, then put back.
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < static_cast<int64_t>(row_scale.size()); ++i)
+      if (row_scale[i] != 0.0f) rows.push_back(i);
+    if (transposed && !row_scale.empty() && rows.size() < static_cast<size_t>(m)) {
+      const int64_t mr = static_cast<int64_t>(rows.size());
+      std::vector<float> a(static_cast<size_t>(mr * k)), c(static_cast<size_t>(mr * nn));
+      for (int64_t j = 0; j < mr; ++j) std::copy_n(A + base_a + rows[j] * sa.strides[r - 2], k, a.data() + j * k);
+      weight_gemm(WeightGemm{a.data(), k, w, ldw, wt, c.data(), nn, mr, nn, k}, p);
+      std::fill(C + bi * m * nn, C + (bi + 1) * m * nn, 0.0f);
+      for (int64_t j = 0; j < mr; ++j)
+        for (int64_t q = 0; q < nn; ++q) C[(bi * m + rows[j]) * nn + q] = c[j * nn + q] * row_scale[rows[j]];
+      return;
+    }
+    WeightGemm g{A + base_a, sa.strides[r - 2], w, ldw, wt, C + bi * m * nn, nn, m, nn, k};
     if (transposed) weight_gemm(g, p);
     else gemm_nn(g, p);
     for (int64_t i = 0; i < static_cast<int64_t>(row_scale.size()); ++i)

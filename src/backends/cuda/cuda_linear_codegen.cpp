@@ -15,7 +15,7 @@ Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div
 
 // ScaledMatmul, few batches of few rows (an MoE decode: 128 experts, one token): each block
 // lists the batches with a nonzero scale, in order, in shared memory (a ballot per warp, so
-// every block lists them alike), zeroes the other batches' outputs, and the units below are
+// every block lists them alike), zeroes the other batches' outputs (after its units), and the units are
 // then those of the listed batches alone (lm_units recounted): every block streams chosen
 // experts' weights, where a grid over all experts leaves most warps idle. Else (a prefill's many
 // rows) the units are every batch's, and a unit whose rows' scales are all zero reads no k.
@@ -54,12 +54,20 @@ static std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* 
     << "      if (lm_on) lm_act[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)lm_cb;\n"
     << "      __syncthreads();\n"
     << "    }\n"
+    << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
+    << "  }\n";
+  return s.str();
+}
+
+// After the units (so that the weight loads start first): the outputs of the batches the list
+// left out are zero.
+static std::string scaled_batches_epilogue(const std::function<std::string(const std::string&, DType)>& out_store) {
+  std::ostringstream s;
+  s << "  if (lm_compact)\n"
     << "    for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < lm_batches * lm_m * lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
     << "      const long long lm_zb = lm_z / (lm_m * lm_n);\n"
     << "      if (!((lm_on_bits[lm_zb >> 5] >> (lm_zb & 31)) & 1u)) { const float lm_v = 0.0f; " << out_store("lm_z", DType::F32) << "      }\n"
-    << "    }\n"
-    << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
-    << "  }\n";
+    << "    }\n";
   return s.str();
 }
 
@@ -206,6 +214,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
       << "        const long long lm_z = (lm_b * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
       << "      }\n    }\n    __syncthreads();\n  }\n";
+  if (scale) s << scaled_batches_epilogue(out_store);
   return s.str();
 }
 
