@@ -170,11 +170,18 @@ class DecoderBuilder {
           (1.0 / std::sqrt(static_cast<double>(c_.hidden)));
     }
     std::string gate_name = c_.router_gemma4 ? p + "router.proj" : p + "mlp.gate";
-    Tensor probs = softmax(proj(r, gate_name, E, c_.hidden), -1);
-    auto [top_w, top_i] = topk(probs, K, -1);
-    if (c_.norm_topk) top_w = top_w / sum(top_w, {-1}, true);
-    if (c_.router_gemma4) top_w = top_w * reshape(embedding(reshape(f32(weight(p + "router.per_expert_scale", {E})), {E, 1}), top_i), {seq_, K});
-    return {scatter(zeros(g_, {seq_, E}), 1, top_i, top_w), scatter(zeros(g_, {seq_, E}), 1, top_i, ones(g_, {seq_, K}))};
+    Tensor probs = softmax(proj(r, gate_name, E, c_.hidden), -1);  // [seq, E]
+    // The top k as a mask, without sorting or scattering (a few fused kernels, not a dozen): an
+    // expert is chosen when fewer than k experts come before it, larger or equal at a lower
+    // index (topk's order).
+    Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);  // [seq, E, 1], [seq, 1, E]
+    Tensor lower = lt(unsqueeze(arange(g_, 0, E), 0), unsqueeze(arange(g_, 0, E), 1));  // [e, e']: e' < e
+    Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
+    Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g_, {1}, static_cast<double>(K))), DType::F32);
+    Tensor w = probs * chosen;
+    if (c_.norm_topk) w = w / sum(w, {-1}, true);
+    if (c_.router_gemma4) w = w * f32(weight(p + "router.per_expert_scale", {E}));
+    return {w, chosen};
   }
 
   // Every expert on every token, its inputs scaled by the routing: gate/up's by whether the
