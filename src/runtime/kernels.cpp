@@ -224,6 +224,12 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "ScaledMatmul") return scaled_matmul(n, in, in_shapes, out);
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
+  if (n.kernel == "RMSNormMul") {  // the norm, rounded to f32, times w in f32 (as the Mul did)
+    rms_norm(n, in, in_shapes, out);
+    for (size_t z = 0; z < out.numel(); ++z)
+      out.set(z, binary_op(OpKind::Mul, DType::F32, out.get(z), in[1](static_cast<int64_t>(z))));
+    return;
+  }
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
   if (n.kernel == "Attention") return attention(n, in, in_shapes, out);
   if (n.kernel == "LayerNorm") return layer_norm(n, in, in_shapes, out);
@@ -238,7 +244,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, ScaledMatmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

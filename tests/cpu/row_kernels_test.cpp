@@ -52,6 +52,23 @@ TEST(RowKernels, RmsNormMatchesReference) {
       compare(kernel_node("RMSNorm", shape.size() - 1, 1e-6f), {in}, shape, kSum);
 }
 
+// RMSNorm times a weight row (bf16 as checkpoints store it, or f32) broadcast over the rows;
+// a weight that varies along the rows is left to the reference.
+TEST(RowKernels, RmsNormMulMatchesReference) {
+  uint32_t seed = 3;
+  for (const auto& shape : kShapes)
+    for (DType wt : {DType::BF16, DType::F32}) {
+      const int64_t len = shape.back();
+      std::vector<int64_t> row = {len};
+      View wv = View::contiguous(exprs(row));
+      for (size_t d = 0; d + 1 < shape.size(); ++d) wv = wv.unsqueeze(0);
+      wv = wv.broadcast_to(exprs(shape));
+      for (const KernelInput& in : layouts(shape, seed += 10))
+        compare(kernel_node("RMSNormMul", shape.size() - 1, 1e-6f), {in, {random_f32(row, seed + 7).cast(wt), wv}}, shape, kSum);
+    }
+  compare(kernel_node("RMSNormMul", 1, 1e-6f), {whole(random_f32({3, 17}, 1)), whole(random_f32({3, 17}, 2))}, {3, 17}, kSum, false);
+}
+
 TEST(RowKernels, LayerNormMatchesReference) {
   uint32_t seed = 2;
   // The centring cancels, so compare on the output's scale (it is about 1).

@@ -380,7 +380,8 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
     Graph plan = compiled(c.graph());
     ASSERT_EQ(count_kernels(plan, "ScaledMatmul"), 1) << plan.dump();
     if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-    for (int v = 0; v < static_cast<int>(std::size(gen::kLinearVariants)); ++v) {
+    // Every schedule, with the executor's grid and with four blocks a multiprocessor.
+    for (int v = 0; v < 2 * static_cast<int>(std::size(gen::kLinearVariants)); ++v) {
       CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
       for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}}) {
         auto in = c.inputs(s);

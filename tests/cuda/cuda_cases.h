@@ -73,9 +73,12 @@ inline std::vector<Case> cases() {
     cumsum(slice(x, 2, 1, 30), 2).output("cumsum");
     softmax(x, 2).output("softmax");
     rms_norm(x, std::nullopt, 1e-5).output("rms");
+    rms_norm(x, cast(input(g, "norm_w", DType::BF16, {37}), DType::F32), 1e-5).output("rms_weighted");  // RMSNormMul
     layer_norm(x, 1, std::nullopt, std::nullopt, 1e-5).output("layer_norm");
     logsumexp(xp, {0}).output("lse");
-    c.inputs = [](int64_t n) { return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {n, 3, 37}, 3)}}; };
+    c.inputs = [](int64_t n) {
+      return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {n, 3, 37}, 3)}, {"norm_w", random_buffer(DType::BF16, {37}, 4)}};
+    };
     r.push_back(std::move(c));
   }
   {

@@ -67,7 +67,21 @@ TEST(Recognize, RmsNormWithAndWithoutWeight) {
   Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 8});
   rms_norm(x, input(g, "w", DType::F32, {8}), 1e-6).output("y");
   rms_norm(x * 2.0, std::nullopt, 1e-5).output("z");
-  check(g, "RMSNorm", 2, {{"s", 3}});
+  check(g, "RMSNorm", 1, {{"s", 3}});
+  check(g, "RMSNormMul", 1, {{"s", 3}});  // the weight multiplied in the norm's kernel
+}
+
+// A bf16 weight (as checkpoints store it) is read by the norm's kernel as stored: no cast kernel.
+TEST(Recognize, RmsNormReadsANarrowWeight) {
+  for (DType t : {DType::BF16, DType::F16}) {
+    Graph g;
+    Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 8});
+    rms_norm(x, cast(input(g, "w", t, {8}), DType::F32), 1e-6).output("y");
+    CompileResult r = compile(g);
+    EXPECT_EQ(count_kernels(r.plan, "RMSNormMul"), 1) << r.plan.dump();
+    for (const Node& n : r.plan.nodes()) EXPECT_NE(n.op, OpKind::Cast) << r.plan.dump();
+    plancheck::expect_same_outputs(g, r.plan, {{"s", 3}}, 1e-5);
+  }
 }
 
 TEST(Recognize, LookalikesAreNotRecognised) {

@@ -120,6 +120,7 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
     if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2]);
     if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
     if (n.kernel == "RMSNorm") return rms_norm(n, in, shapes, out, pool);
+    if (n.kernel == "RMSNormMul") return rms_norm_mul(n, in, shapes, out, pool);
     if (n.kernel == "LayerNorm") return layer_norm(n, in, shapes, out, pool);
     if (n.kernel == "Softmax") return softmax(n, in, shapes, out, pool);
     if (n.kernel == "Rotary") return rotary(n, in, shapes, out, pool);

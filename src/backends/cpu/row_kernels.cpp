@@ -92,6 +92,25 @@ bool rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<st
   return true;
 }
 
+// RMSNorm(x) * w with w one row broadcast over x's rows (a norm's weight, any dtype): the norm
+// rounded to f32, then the product, as the reference. Other weights stay with the reference.
+bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+                  ThreadPool& pool) {
+  if (in.size() != 2 || !in[1].strided()) return false;
+  const std::vector<int64_t>& ws = in[1].strided()->strides;
+  for (size_t d = 0; d + 1 < ws.size(); ++d)
+    if (ws[d] != 0) return false;
+  std::optional<F32Rows> x = last_axis_rows(n, {in[0]}, {shapes[0]}, out);
+  if (!x) return false;
+  std::vector<float> w(static_cast<size_t>(x->len));
+  for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = static_cast<float>(in[1](k));
+  for_rows(pool, *x, out, [&](const float* s, float* d) {
+    rms_row(s, d, x->len, n.constant);
+    for (int64_t k = 0; k < x->len; ++k) d[k] *= w[static_cast<size_t>(k)];
+  });
+  return true;
+}
+
 bool layer_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
                 ThreadPool& pool) {
   std::optional<F32Rows> x = last_axis_rows(n, in, shapes, out);

@@ -18,6 +18,8 @@ class ThreadPool;
 
 bool rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
               ThreadPool& pool);
+bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+                  ThreadPool& pool);  // RMSNorm(x) * w, w a row broadcast over x's rows
 bool layer_norm(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
                 ThreadPool& pool);
 bool softmax(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,

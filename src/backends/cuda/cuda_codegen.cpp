@@ -313,7 +313,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                        w.out_store("lm_z", "lm_a + lm_b", DType::F32);
     return elementwise(body), r;
   }
-  if (k == "Softmax" || k == "RMSNorm" || k == "LayerNorm") {
+  if (k == "Softmax" || k == "RMSNorm" || k == "RMSNormMul" || k == "LayerNorm") {
     std::ostringstream s;
     s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n";
     const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
@@ -337,7 +337,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = lm_x(lm_k);\n    lm_ss += lm_v * lm_v;\n  }\n"
         << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
         << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
-        << loop << "    " << w.out_store("lm_at(lm_k)", "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
+        << loop << "    " << w.out_store("lm_at(lm_k)", k == "RMSNormMul" ? "(lm_x(lm_k) * lm_scale) * (float)lm_ld1(lm_at(lm_k))" : "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
     }
     rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
     return r;
@@ -423,15 +423,20 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const ViewLayer* la = plain_strided(n.inputs[0].view);
     const ViewLayer* lb = plain_strided(n.inputs[1].view);
     const ViewLayer* ls = plain_strided(n.inputs[2].view);
-    // The GEMV's schedules (no weight prefetch: which experts a step reads is known only then).
-    auto gemv = [&](const LinearVariant& v) -> std::optional<Launch> {
+    // The GEMV's schedules (no weight prefetch: which experts a step reads is known only then),
+    // each also with a grid of 4 blocks a multiprocessor: a decode's blocks each list the chosen
+    // experts before their units, and fewer blocks, each taking more units, list them less often.
+    auto gemv = [&](const LinearVariant& v, int blocks_per_sm) -> std::optional<Launch> {
       auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)}, count_decl, store_v, v, ls);
       if (!body) return std::nullopt;
-      return Launch{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+      Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+      l.blocks_per_sm = blocks_per_sm;
+      return l;
     };
-    if (auto first = gemv(kLinearVariants[0])) {
+    if (auto first = gemv(kLinearVariants[0], 0)) {
       r.launches.push_back(*first);
-      for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v]));
+      for (int cap : {0, 4})
+        for (size_t v = cap ? 0 : 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v], cap));
       return r;
     }
     // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.
@@ -501,7 +506,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     r.launches.push_back(per_block(s.str(), product_of(q, 0, rank - 1), keys * 4));
     return r;
   }
-  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, ScaledMatmul, Softmax, RMSNorm, LayerNorm, "
+  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, LayerNorm, "
               "Rotary, Where, Attention)");
 }
 

@@ -34,6 +34,9 @@ struct Launch {
   // A row kernel's row length: its blocks get about four elements per thread (a multiple of 32
   // threads, at most kRowMaxThreads) instead of kBlockThreads. 0: not a row kernel.
   Expr row_length = Expr(0);
+  // A grid-stride launch's blocks per multiprocessor at most (0: the executor's cap). Fewer
+  // blocks that each loop over more units pay a per-block prologue less often.
+  int blocks_per_sm = 0;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and

@@ -335,7 +335,8 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (work <= 0) return;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
-    blocks = grid_stride_blocks(work);
+    blocks = l.blocks_per_sm > 0 ? std::min<int64_t>(grid_stride_blocks(work), int64_t(ctx_.info().multiprocessors) * l.blocks_per_sm)
+                                 : grid_stride_blocks(work);
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
