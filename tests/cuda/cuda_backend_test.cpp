@@ -372,7 +372,8 @@ TEST(CudaBackend, EveryGemvVariantMatchesTheReference) {
 
 // An MoE's expert products (tests/egraph/moe_experts_case.h): the experts no token chose hold
 // NaN weights, so every GEMV schedule (the executor may keep any) must skip rows scaled by zero
-// without reading them, and scale the others. Decode (one token) and a few tokens.
+// without reading them, and scale the others: decode (one token), a few tokens, and prefills
+// that take the kernel's two other paths.
 TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
   for (DType wt : {DType::BF16, DType::F32}) {
     moetest::MoeExperts c;
@@ -383,7 +384,8 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
     // Every schedule, with the executor's grid and with four blocks a multiprocessor.
     for (int v = 0; v < 2 * static_cast<int>(std::size(gen::kLinearVariants)); ++v) {
       CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
-      for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}}) {
+      // 1-9 tokens: the listed experts; 3000: the listed rows of each expert; 5000: every row.
+      for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{3000}, int64_t{5000}}) {
         auto in = c.inputs(s);
         for (auto& [name, buf] : in) cuda.set_input(name, buf);
         cuda.run();

@@ -71,6 +71,90 @@ static std::string scaled_batches_epilogue(const std::function<std::string(const
   return s.str();
 }
 
+// ScaledMatmul with many rows (a prefill: each expert's tokens are a few of them): per (batch,
+// run of column tiles), the block lists the batch's rows with a nonzero scale, in order, and its
+// teams take them `rows` at a time, so a weight row is read once per group of listed rows, not
+// once per group of all rows (most of which a token did not route there); then each team
+// zeroes the unlisted rows of its columns. `kloop` and `stores` are the GEMV's own, with rows
+// through lm_ar and stores at lm_rl. For at most kMaxListedRows rows of a batch; more take the
+// units over every row.
+static constexpr int kMaxListedRows = 4096;
+static std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
+                                    const std::string& kloop, const std::string& stores,
+                                    const std::function<std::string(const std::string&, DType)>& out_store) {
+  const size_t r = a->shape.size();
+  const int C = v.cols, T = v.team, R = v.rows, per = bf16 ? 8 : 4;
+  const std::string wt = bf16 ? "uint16_t" : "float", srs = c(scale->strides[r - 2]);
+  std::ostringstream s;
+  s << "  if (!lm_compact && lm_m <= " << kMaxListedRows << ") {\n"
+    << "    __shared__ int lm_rl[" << kMaxListedRows << "];\n"
+    << "    __shared__ unsigned lm_rbits[" << kMaxListedRows / 32 << "];\n"
+    << "    __shared__ int lm_nr;\n"
+    << "    const long long lm_chunks = (lm_tiles + lm_teams - 1) / lm_teams;\n"
+    << "    for (long long lm_item = blockIdx.x; lm_item < lm_batches * lm_chunks; lm_item += gridDim.x) {\n"
+    << "      const long long lm_b = lm_item / lm_chunks, lm_tile = (lm_item % lm_chunks) * lm_teams + threadIdx.x / " << T << ";\n"
+    << "      const bool lm_live = lm_tile < lm_tiles;\n"
+    << "      const long long lm_j0 = (lm_live ? lm_tile : 0) * " << C << ";\n"
+    << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ", lm_so = "
+    << c(scale->offset) << ";\n"
+    << "      { long long lm_rem = lm_b;\n";
+  for (size_t d = r - 2; d-- > 0;)
+    s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * "
+      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << "; lm_so += lm_c * " << c(scale->strides[d]) << "; }\n";
+  s << "      }\n"
+    // The listing, as the batches' above: a ballot per warp, counts prefixed by thread 0.
+    << "      __syncthreads();\n"
+    << "      if (threadIdx.x == 0) lm_nr = 0;\n"
+    << "      __syncthreads();\n"
+    << "      for (long long lm_c0 = 0; lm_c0 < lm_m; lm_c0 += blockDim.x) {\n"
+    << "        const long long lm_cr = lm_c0 + threadIdx.x;\n"
+    << "        const bool lm_on = lm_cr < lm_m && ((const float*)lm_in2)[lm_so + lm_cr * " << srs << "] != 0.0f;\n"
+    << "        const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
+    << "        if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (lm_cr < lm_m) lm_rbits[lm_cr >> 5] = lm_bal; }\n"
+    << "        __syncthreads();\n"
+    << "        if (threadIdx.x == 0) {\n"
+    << "          int lm_t = lm_nr;\n"
+    << "          for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
+    << "          lm_nr = lm_t;\n        }\n"
+    << "        __syncthreads();\n"
+    << "        if (lm_on) lm_rl[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)lm_cr;\n"
+    << "        __syncthreads();\n"
+    << "      }\n"
+    << "      const int lm_nrb = lm_nr;\n"
+    << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ", lm_ke = lm_kk;\n"
+    << "      const float* lm_A0 = (const float*)lm_in0 + lm_ao;\n"
+    << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n";
+  for (int k = 0; k < C; ++k) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+  s << "      const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk" << (C > 1 ? " | lm_bs" : "") << ") & " << per - 1
+    << ") == 0 && ((lm_ao | lm_as) & 3) == 0;\n"
+    // Every team runs the same groups (lm_nrb is the block's), so the barriers in the sums of
+    // wide teams are reached by all.
+    << "      for (int lm_g0 = 0; lm_g0 < lm_nrb; lm_g0 += " << R << ") {\n"
+    << "        const int lm_rows = lm_nrb - lm_g0 < " << R << " ? lm_nrb - lm_g0 : " << R << ";\n"
+    << "        const float* lm_ar[" << R << "];\n        float lm_sc[" << R << "];\n"
+    << "        for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+    << "          const int lm_row = lm_rl[lm_g0 + (lm_i < lm_rows ? lm_i : 0)];\n"
+    << "          lm_ar[lm_i] = lm_A0 + lm_row * lm_as;\n"
+    << "          lm_sc[lm_i] = ((const float*)lm_in2)[lm_so + lm_row * " << srs << "];\n"
+    << "        }\n"
+    << "        float lm_acc[" << R << "][" << C << "] = {};\n"
+    << "        if (lm_live) {\n"
+    << "      long long lm_p0 = 0;\n"
+    << "      if (lm_vec) {\n"
+    << kloop << "        }\n" << stores << "      }\n"
+    // The rows the list left out, in this team's columns.
+    << "      if (lm_live)\n"
+    << "        for (long long lm_cr = lm_tid; lm_cr < lm_m; lm_cr += " << T << ")\n"
+    << "          if (!((lm_rbits[lm_cr >> 5] >> (lm_cr & 31)) & 1u))\n"
+    << "            for (int lm_k = 0; lm_k < " << C << "; ++lm_k)\n"
+    << "              if (lm_j0 + lm_k < lm_n) { const float lm_v = 0.0f; const long long lm_z = (lm_b * lm_m + lm_cr) * lm_n + lm_j0 + lm_k; "
+    << out_store("lm_z", DType::F32) << "              }\n"
+    << "    }\n"
+    << "    return;\n"
+    << "  }\n";
+  return s.str();
+}
+
 // Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
 // f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
 // B = Wᵀ of a row-major [n, k] weight. A work unit is `cols` adjacent columns j and a group of up
@@ -101,6 +185,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
   if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
   if (scale) s << scaled_batches_prologue(a, scale, out_store);
+  const std::string head = s.str();  // the listed rows' path (ScaledMatmul) goes here
+  s.str("");
   // Whole blocks step through the units together, so the barriers below are reached by all.
   s << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
@@ -141,6 +227,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "      if (lm_vec) {\n";
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
   // `rows` rows of A: each A value is loaded once for all the tile's columns.
+  std::string arow = "lm_A + lm_i * lm_as";  // row lm_i of the unit's A
   auto chunk = [&](int u, const std::string& at) {
     std::ostringstream o;
     o << "          {\n            float lm_wv[" << C << "][" << per << "];\n";
@@ -157,7 +244,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     }
     o << "            for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
       << "              if (lm_i >= lm_rows) break;\n"
-      << "              const float* lm_a = lm_A + lm_i * lm_as + " << at << ";\n"
+      << "              const float* lm_a = " << arow << " + " << at << ";\n"
       << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
       << "                const float4 lm_x = *(const float4*)(lm_a + lm_e);\n"
       << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
@@ -168,54 +255,71 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "                }\n              }\n            }\n          }\n";
     return o.str();
   };
+  std::string wload = "__ldcs";
   auto loads = [&](int u, const std::string& at) {
     std::ostringstream o;
     // Streaming loads (evict first): each weight is read once a step, and should not push the
     // activations out of the caches.
     for (int k = 0; k < C; ++k)
-      o << "          const " << vec << " lm_r" << u << "_" << k << " = __ldcs((const " << vec << "*)(lm_B + lm_o" << k << " + " << at << "));\n";
+      o << "          const " << vec << " lm_r" << u << "_" << k << " = " << wload << "((const " << vec << "*)(lm_B + lm_o" << k << " + " << at << "));\n";
     return o.str();
   };
   // `in_flight` loads per column and thread before their products: decode is a stream over W,
   // and one outstanding 16-byte load per thread leaves the memory system idle between them.
-  s << "        long long lm_p = lm_tid * " << per << ";\n"
-    << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
-  for (int u = 0; u < U; ++u) s << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
-  for (int u = 0; u < U; ++u) s << chunk(u, "lm_p + " + std::to_string(u) + " * " + step);
-  s << "        }\n"
-    << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
-    << loads(0, "lm_p") << chunk(0, "lm_p") << "        }\n"
-    << "        lm_p0 = lm_ke;\n      }\n"
-    // Unaligned rows: one element per thread per step.
-    << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_ke; lm_p += " << T << ") {\n";
-  for (int k = 0; k < C; ++k)
-    s << "        { const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_o" + std::to_string(k) + " + lm_p])" : "lm_B[lm_o" + std::to_string(k) + " + lm_p]")
-      << ";\n          for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
-      << "            if (lm_i < lm_rows) lm_acc[lm_i][" << k << "] = __fmaf_rn(lm_A[lm_i * lm_as + lm_p], lm_wv, lm_acc[lm_i][" << k << "]); }\n";
-  s << "      }\n    }\n"
-    // Sums: a shuffle tree per warp (every lane of a warp is in one team, live or not).
-    << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
-    << "      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
-    << "        float lm_v = lm_acc[lm_i][lm_k];\n"
-    << "        for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_s);\n";
-  if (T == 32)
-    s << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
-      << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "")
-      << "          const long long lm_z = (lm_b * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
-      << "        }\n      }\n  }\n";
-  else  // then across the team's warps, in warp order
-    s << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
-      << "    __syncthreads();\n"
-      << "    if (lm_live && lm_tid < " << R * C << ") {\n"
-      << "      const int lm_i = lm_tid / " << C << ", lm_k = lm_tid % " << C << ";\n"
-      << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
-      << "        float lm_v = 0.0f;\n"
-      << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
-      << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
-      << "        const long long lm_z = (lm_b * lm_m + lm_g * " << R << " + lm_i) * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
-      << "      }\n    }\n    __syncthreads();\n  }\n";
+  // The k loop after `if (lm_vec) {`, through the unaligned tail (`tail_a`: A's element lm_p of
+  // row lm_i).
+  auto kloop = [&](const std::string& tail_a) {
+    std::ostringstream o;
+    o << "        long long lm_p = lm_tid * " << per << ";\n"
+      << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
+    for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
+    for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step);
+    o << "        }\n"
+      << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
+      << loads(0, "lm_p") << chunk(0, "lm_p") << "        }\n"
+      << "        lm_p0 = lm_ke;\n      }\n"
+      // Unaligned rows: one element per thread per step.
+      << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_ke; lm_p += " << T << ") {\n";
+    for (int k = 0; k < C; ++k)
+      o << "        { const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_o" + std::to_string(k) + " + lm_p])" : "lm_B[lm_o" + std::to_string(k) + " + lm_p]")
+        << ";\n          for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
+        << "            if (lm_i < lm_rows) lm_acc[lm_i][" << k << "] = __fmaf_rn(" << tail_a << ", lm_wv, lm_acc[lm_i][" << k << "]); }\n";
+    o << "      }\n";
+    return o.str();
+  };
+  s << kloop("lm_A[lm_i * lm_as + lm_p]") << "    }\n";
+  // The sums, then the stores: row lm_i of the unit at output row `row` of its batch.
+  auto stores = [&](const std::string& row) {
+    std::ostringstream o;
+    // A shuffle tree per warp (every lane of a warp is in one team, live or not).
+    o << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
+      << "      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
+      << "        float lm_v = lm_acc[lm_i][lm_k];\n"
+      << "        for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_s);\n";
+    if (T == 32)
+      o << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
+        << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "")
+        << "          const long long lm_z = (lm_b * lm_m + " << row << ") * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+        << "        }\n      }\n";
+    else  // then across the team's warps, in warp order
+      o << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
+        << "    __syncthreads();\n"
+        << "    if (lm_live && lm_tid < " << R * C << ") {\n"
+        << "      const int lm_i = lm_tid / " << C << ", lm_k = lm_tid % " << C << ";\n"
+        << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
+        << "        float lm_v = 0.0f;\n"
+        << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
+        << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
+        << "        const long long lm_z = (lm_b * lm_m + " << row << ") * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
+        << "      }\n    }\n    __syncthreads();\n";
+    return o.str();
+  };
+  s << stores("lm_g * " + std::to_string(R) + " + lm_i") << "  }\n";
   if (scale) s << scaled_batches_epilogue(out_store);
-  return s.str();
+  if (!scale) return head + s.str();
+  arow = "lm_ar[lm_i]";
+  wload = "__ldg";  // each group of listed rows reads the weight rows again: keep them cached
+  return head + scaled_rows_path(a, b, scale, v, bf16, kloop("lm_ar[lm_i][lm_p]"), stores("lm_rl[lm_g0 + lm_i]"), out_store) + s.str();
 }
 
 // How many bytes of a linear layer's weight the prefetch covers (LUMINAL_CUDA_PREFETCH_MB, for
