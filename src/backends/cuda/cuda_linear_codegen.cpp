@@ -13,6 +13,26 @@ using namespace luminal::cpu::codegen;
 
 Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div(count, Expr(v.cols)) * Expr(v.team); }
 
+// Appends `idx` to `list` where lm_on holds, in order of idx across the block: a ballot per warp,
+// the warps' counts prefixed by thread 0 onto `count`; `bits` gets the ballots (a bit per idx
+// below `limit`). Every thread of the block runs it (barriers).
+static std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
+                                 const std::string& list, const std::string& count) {
+  std::ostringstream s;
+  s << in << "const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
+    << in << "if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (" << idx << " < " << limit << ") " << bits << "["
+    << idx << " >> 5] = lm_bal; }\n"
+    << in << "__syncthreads();\n"
+    << in << "if (threadIdx.x == 0) {\n"
+    << in << "  int lm_t = " << count << ";\n"
+    << in << "  for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
+    << in << "  " << count << " = lm_t;\n" << in << "}\n"
+    << in << "__syncthreads();\n"
+    << in << "if (lm_on) " << list << "[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)" << idx << ";\n"
+    << in << "__syncthreads();\n";
+  return s.str();
+}
+
 // ScaledMatmul, few batches of few rows (an MoE decode: 128 experts, one token): each block
 // lists the batches with a nonzero scale, in order, in shared memory (a ballot per warp, so
 // every block lists them alike), zeroes the other batches' outputs (after its units), and the units are
@@ -43,16 +63,7 @@ static std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* 
   s << "        for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
     << c(scale->strides[r - 2]) << "] != 0.0f;\n"
     << "      }\n"
-    << "      const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
-    << "      if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (lm_cb < lm_batches) lm_on_bits[lm_cb >> 5] = lm_bal; }\n"
-    << "      __syncthreads();\n"
-    << "      if (threadIdx.x == 0) {\n"
-    << "        int lm_t = lm_nact;\n"
-    << "        for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
-    << "        lm_nact = lm_t;\n      }\n"
-    << "      __syncthreads();\n"
-    << "      if (lm_on) lm_act[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)lm_cb;\n"
-    << "      __syncthreads();\n"
+    << append_listed("      ", "lm_cb", "lm_batches", "lm_on_bits", "lm_act", "lm_nact")
     << "    }\n"
     << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
     << "  }\n";
@@ -109,16 +120,7 @@ static std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, cons
     << "      for (long long lm_c0 = 0; lm_c0 < lm_m; lm_c0 += blockDim.x) {\n"
     << "        const long long lm_cr = lm_c0 + threadIdx.x;\n"
     << "        const bool lm_on = lm_cr < lm_m && ((const float*)lm_in2)[lm_so + lm_cr * " << srs << "] != 0.0f;\n"
-    << "        const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
-    << "        if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (lm_cr < lm_m) lm_rbits[lm_cr >> 5] = lm_bal; }\n"
-    << "        __syncthreads();\n"
-    << "        if (threadIdx.x == 0) {\n"
-    << "          int lm_t = lm_nr;\n"
-    << "          for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
-    << "          lm_nr = lm_t;\n        }\n"
-    << "        __syncthreads();\n"
-    << "        if (lm_on) lm_rl[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)lm_cr;\n"
-    << "        __syncthreads();\n"
+    << append_listed("        ", "lm_cr", "lm_m", "lm_rbits", "lm_rl", "lm_nr")
     << "      }\n"
     << "      const int lm_nrb = lm_nr;\n"
     << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ", lm_ke = lm_kk;\n"
