@@ -106,6 +106,17 @@ class KernelWriter {
   size_t extra_outputs_ = 0;
 };
 
+// A generic matmul's opening: a warp per output (b, i, j) of A [.., m, k] x B [.., k, n], in a
+// grid-stride loop left open.
+std::string warp_per_output(const std::string& count_decl, const std::vector<Expr>& a, const Expr& n) {
+  const size_t rank = a.size();
+  return count_decl + "  const long long lm_m = " + c(a[rank - 2]) + ", lm_kk = " + c(a[rank - 1]) + ", lm_n = " + c(n) +
+         ";\n  const int lm_lane = threadIdx.x & 31;\n"
+         "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
+         " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
+         "    const long long lm_j = lm_z % lm_n, lm_r = lm_z / lm_n, lm_i = lm_r % lm_m, lm_b = lm_r / lm_m;\n";
+}
+
 const char* kGridLoop =
     "  for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_count;"
     " lm_z += (long long)gridDim.x * blockDim.x) {\n";
@@ -400,11 +411,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     // One warp per output: lanes stride over k, so a weight row [n, k] read transposed and A's
     // row are both read in 128-byte runs; the lanes' partial sums meet in a shuffle tree.
     std::ostringstream s;
-    s << count_decl << "  const long long lm_m = " << c(a[rank - 2]) << ", lm_kk = " << c(a[rank - 1]) << ", lm_n = " << c(w.in_shape(1).back())
-      << ";\n  const int lm_lane = threadIdx.x & 31;\n"
-      << "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
-         " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
-      << "    const long long lm_j = lm_z % lm_n, lm_r = lm_z / lm_n, lm_i = lm_r % lm_m, lm_b = lm_r / lm_m;\n"
+    s << warp_per_output(count_decl, a, w.in_shape(1).back())
       << "    " << acc.type << " lm_acc = " << acc.init << ";\n"
       << "    for (long long lm_p = lm_lane; lm_p < lm_kk; lm_p += 32) {\n"
       << product(t, "lm_ld0((lm_b * lm_m + lm_i) * lm_kk + lm_p)", t, "lm_ld1((lm_b * lm_kk + lm_p) * lm_n + lm_j)", w.in_dtype(1), "      ")
@@ -441,11 +448,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     }
     // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.
     std::ostringstream s;
-    s << count_decl << "  const long long lm_m = " << c(a[rank - 2]) << ", lm_kk = " << c(a[rank - 1]) << ", lm_n = " << c(w.in_shape(1).back())
-      << ";\n  const int lm_lane = threadIdx.x & 31;\n"
-      << "  for (long long lm_z = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; lm_z < lm_count;"
-         " lm_z += ((long long)gridDim.x * blockDim.x) >> 5) {\n"
-      << "    const long long lm_j = lm_z % lm_n, lm_r = lm_z / lm_n, lm_i = lm_r % lm_m, lm_b = lm_r / lm_m;\n"
+    s << warp_per_output(count_decl, a, w.in_shape(1).back())
       << "    const float lm_s = lm_ld2((lm_b * lm_m + lm_i) * lm_kk);\n"
       << "    float lm_acc = 0.0f;\n"
       << "    if (lm_s != 0.0f)\n"
