@@ -64,6 +64,26 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr);
 // `scale` (ScaledMatmul, read from lm_in2 as A is): row i's sums times its scale; a unit whose
 // rows' scales are all zero writes zeros without reading its weight rows.
+// ScaledMatmul's parts of strided_linear_body (cuda_scaled_linear_codegen.cpp):
+// - scaled_batches_prologue: with few batches of few rows (an MoE decode: 128 experts, one
+//   token; lm_compact), each block lists the batches with a nonzero scale, in order, in shared
+//   memory (a ballot per warp, so every block lists them alike), and the units are then those
+//   of the listed batches alone (lm_units recounted): every block streams chosen experts'
+//   weights, where a grid over all experts leaves most warps idle;
+// - scaled_batches_epilogue: after the units (so that weight loads start first), the outputs of
+//   the batches the list left out are zero;
+// - scaled_rows_path: with many rows (a prefill: each expert's tokens are a few of them), per
+//   (batch, run of column tiles) the block lists the batch's rows with a nonzero scale and its
+//   teams take them `rows` at a time, so a weight row is read once per group of listed rows, not
+//   once per group of all rows (most of which did not route there); each team then zeroes the
+//   unlisted rows of its columns. `kloop` and `stores` are the GEMV's own, with rows through
+//   lm_ar and stores at lm_rl. Up to 4096 rows a batch; past that the units run over every row,
+//   and a unit whose rows' scales are all zero reads no k.
+std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale);
+std::string scaled_batches_epilogue(const std::function<std::string(const std::string&, DType)>& out_store);
+std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
+                             const std::string& kloop, const std::string& stores,
+                             const std::function<std::string(const std::string&, DType)>& out_store);
 // Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
 // the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
 // streaming into L2 while the kernels before it finish. Weights are never written by kernels,
