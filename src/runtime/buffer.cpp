@@ -13,16 +13,22 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-Buffer::Buffer(DType dtype, std::vector<int64_t> shape) : Buffer(dtype, std::move(shape), std::vector<uint8_t>()) {}
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape) : Buffer(dtype, std::move(shape), Storage()) {}
 
-Buffer::Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& storage)
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage)
     : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(storage)) {
   numel_ = 1;
   for (int64_t d : shape_) {
     if (d < 0) throw Error("buffer: negative dimension in shape " + luminal::shape_string(shape_));
     numel_ *= static_cast<size_t>(d);
   }
-  bytes_.assign(numel_ * dtype_size(dtype_), 0);
+  const size_t n = numel_ * dtype_size(dtype_);
+  if (bytes_.capacity() == 0) {
+    bytes_.resize(n);  // fresh from calloc: already zero
+  } else {
+    bytes_.resize(n);  // reused: zeroed here
+    if (n > 0) std::memset(bytes_.data(), 0, n);
+  }
 }
 
 Buffer Buffer::borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner) {

@@ -2,20 +2,47 @@
 // A host buffer: a dtype, a concrete shape and the bytes. Elements can be read and written as
 // doubles, which hold every value of every supported dtype exactly.
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 
 namespace luminal {
 
+// Bytes from calloc, with elements default-initialised: a fresh allocation is zero without a
+// write, and a large one (the KV cache, 1 GB for a 4096-token context) gets its pages from the
+// kernel only when they are first touched, so untouched positions cost no time and no memory.
+template <class T>
+struct ZeroedAllocator {
+  using value_type = T;
+  ZeroedAllocator() = default;
+  template <class U>
+  ZeroedAllocator(const ZeroedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    void* p = std::calloc(n, sizeof(T));
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  void construct(U* p) { ::new (static_cast<void*>(p)) U; }  // default-init: calloc's zeros stay untouched
+  template <class U, class... A>
+  void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
+  template <class U>
+  bool operator==(const ZeroedAllocator<U>&) const { return true; }
+};
+using Storage = std::vector<uint8_t, ZeroedAllocator<uint8_t>>;
+
 class Buffer {
  public:
   Buffer() = default;
   Buffer(DType dtype, std::vector<int64_t> shape);  // zero-filled
   // The same, reusing `storage`'s memory (a freed buffer's bytes) when it is large enough.
-  Buffer(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& storage);
+  Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage);
   // Read-only memory owned elsewhere (a memory-mapped weight), used in place: `owner` keeps it
   // alive. Copies of a borrowed buffer own their bytes; writing to one is an error.
   static Buffer borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner);
@@ -27,7 +54,7 @@ class Buffer {
   Buffer& operator=(Buffer&&) noexcept = default;
   bool borrowed() const { return borrowed_ != nullptr; }
 
-  std::vector<uint8_t> release() {  // the storage, for reuse (nothing for a borrowed buffer)
+  Storage release() {  // the storage, for reuse (nothing for a borrowed buffer)
     borrowed_ = nullptr;
     writable_ = false;
     owner_.reset();
@@ -56,7 +83,7 @@ class Buffer {
   DType dtype_ = DType::F32;
   std::vector<int64_t> shape_;
   size_t numel_ = 0;
-  std::vector<uint8_t> bytes_;
+  Storage bytes_;
   const uint8_t* borrowed_ = nullptr;
   bool writable_ = false;  // a borrow_writable buffer
   std::shared_ptr<const void> owner_;

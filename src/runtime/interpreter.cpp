@@ -241,18 +241,18 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
 // nothing new.
 void Interpreter::free_buffer(std::vector<std::optional<Buffer>>& live, NodeId id) {
   if (!live[id]) return;
-  std::vector<uint8_t> bytes = live[id]->release();
+  Storage bytes = live[id]->release();
   live[id].reset();
   if (bytes.capacity() > 0) free_storage_.emplace(bytes.capacity(), std::move(bytes));
 }
 
-std::vector<uint8_t> Interpreter::take_storage(DType dtype, const std::vector<int64_t>& shape) {
+Storage Interpreter::take_storage(DType dtype, const std::vector<int64_t>& shape) {
   size_t want = dtype_size(dtype);
   for (int64_t d : shape) want *= static_cast<size_t>(std::max<int64_t>(0, d));
   auto it = free_storage_.lower_bound(want);
   // Take a block that fits without wasting more than half of it.
   if (it == free_storage_.end() || it->first > 2 * want + 4096) return {};
-  std::vector<uint8_t> bytes = std::move(it->second);
+  Storage bytes = std::move(it->second);
   free_storage_.erase(it);
   return bytes;
 }

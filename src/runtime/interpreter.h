@@ -74,9 +74,9 @@ class Interpreter {
   KernelHook hook_;
   std::vector<std::vector<std::optional<IndexExprs>>> index_exprs_;  // per node, per input
   const IndexExprs& index_exprs(NodeId node, size_t input);
-  std::multimap<size_t, std::vector<uint8_t>> free_storage_;  // freed intermediates, by capacity
+  std::multimap<size_t, Storage> free_storage_;  // freed intermediates, by capacity
   void free_buffer(std::vector<std::optional<Buffer>>& live, NodeId id);
-  std::vector<uint8_t> take_storage(DType dtype, const std::vector<int64_t>& shape);
+  Storage take_storage(DType dtype, const std::vector<int64_t>& shape);
   DimMap dims_;
   std::vector<NodeId> order_;  // topological order, computed on the first run
   std::vector<int> readers_;   // per node: how many edges read it
