@@ -15,7 +15,13 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 Buffer::Buffer(DType dtype, std::vector<int64_t> shape) : Buffer(dtype, std::move(shape), Storage()) {}
 
-Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage)
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage) : Buffer(dtype, std::move(shape), std::move(storage), true) {}
+
+Buffer Buffer::overwritten(DType dtype, std::vector<int64_t> shape, Storage&& storage) {
+  return Buffer(dtype, std::move(shape), std::move(storage), false);
+}
+
+Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage, bool zero)
     : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(storage)) {
   numel_ = 1;
   for (int64_t d : shape_) {
@@ -26,8 +32,8 @@ Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage)
   if (bytes_.capacity() == 0) {
     bytes_.resize(n);  // fresh from calloc: already zero
   } else {
-    bytes_.resize(n);  // reused: zeroed here
-    if (n > 0) std::memset(bytes_.data(), 0, n);
+    bytes_.resize(n);  // reused: zeroed here, unless its writer fills it
+    if (zero && n > 0) std::memset(bytes_.data(), 0, n);
   }
 }
 

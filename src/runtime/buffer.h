@@ -43,6 +43,9 @@ class Buffer {
   Buffer(DType dtype, std::vector<int64_t> shape);  // zero-filled
   // The same, reusing `storage`'s memory (a freed buffer's bytes) when it is large enough.
   Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage);
+  // Reusing `storage` without zeroing it: for an output its writer fills in full (every node's
+  // kernel writes every element). Fresh storage is zero.
+  static Buffer overwritten(DType dtype, std::vector<int64_t> shape, Storage&& storage);
   // Read-only memory owned elsewhere (a memory-mapped weight), used in place: `owner` keeps it
   // alive. Copies of a borrowed buffer own their bytes; writing to one is an error.
   static Buffer borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner);
@@ -80,6 +83,7 @@ class Buffer {
   std::string shape_string() const;
 
  private:
+  Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage, bool zero);
   DType dtype_ = DType::F32;
   std::vector<int64_t> shape_;
   size_t numel_ = 0;

@@ -138,7 +138,7 @@ Reader::Reader(const Buffer& src, const View& view, const IndexExprs& e, const D
 
 Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffer*>& in) {
   std::vector<int64_t> shape = concrete(n.shape);
-  Buffer out(n.dtype, shape, take_storage(n.dtype, shape));
+  Buffer out = Buffer::overwritten(n.dtype, shape, take_storage(n.dtype, shape));
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   last_native_ = false;
