@@ -177,11 +177,11 @@ size_t fuse_elementwise(EGraph& g) {
       if (!elementwise(g, n) && !reduce) continue;
       if (reduce && !Builder{g}.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
       Builder b = fitted_tree(g, reduce ? n.kids[0] : c);
-      // A lone elementwise op gains nothing as a kernel; a reduction gains from any prologue. A
-      // program of constants alone (a cast of a broadcast constant) reads no input that would give its node
-      // a shape: hash-consed, it would join classes of every shape.
-      // A lone op can still be a reduction's epilogue (the residual add after an MoE's sum over
-      // experts), below.
+      // A lone elementwise op gains nothing as a kernel of its own, but it can still be a
+      // reduction's epilogue (the residual add after an MoE's sum over experts), below; a
+      // reduction gains from any prologue. A program of constants alone (a cast of a broadcast
+      // constant) reads no input that would give its node a shape: hash-consed, it would join
+      // classes of every shape.
       const bool lone = !reduce && b.prog.instrs.size() < 2;
       if (b.prog.instrs.empty() || b.inputs.empty() || !b.finish()) continue;
       bool cyclic = false;

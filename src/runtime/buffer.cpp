@@ -29,12 +29,9 @@ Buffer::Buffer(DType dtype, std::vector<int64_t> shape, Storage&& storage, bool 
     numel_ *= static_cast<size_t>(d);
   }
   const size_t n = numel_ * dtype_size(dtype_);
-  if (bytes_.capacity() == 0) {
-    bytes_.resize(n);  // fresh from calloc: already zero
-  } else {
-    bytes_.resize(n);  // reused: zeroed here, unless its writer fills it
-    if (zero && n > 0) std::memset(bytes_.data(), 0, n);
-  }
+  const bool fresh = bytes_.capacity() == 0;
+  bytes_.resize(n);  // fresh storage comes from calloc, already zero
+  if (!fresh && zero && n > 0) std::memset(bytes_.data(), 0, n);  // reused: zeroed, unless its writer fills it
 }
 
 Buffer Buffer::borrow(DType dtype, std::vector<int64_t> shape, const uint8_t* data, std::shared_ptr<const void> owner) {

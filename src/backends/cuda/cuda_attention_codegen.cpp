@@ -181,6 +181,17 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
   };
   const std::string preload_v_code =
       preload_v ? "      { const long long lm_j0 = 0;\n" + v_loads("lm_vpre[lm_u]", "lm_key < lm_k1 && ", "        ") + "      }\n" : "";
+  // Shared by both key passes: whether row lm_rr weighs key lm_key (u-th of the warp's four),
+  // and the products of the rows' q elements lm_p with the four keys' (`key_at`: key lm_u's).
+  const std::string use_line = "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n";
+  auto qk_products = [&](const std::string& key_at) {
+    return "      #pragma unroll\n"
+           "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
+           "        const float lm_qp = " + convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) + ";\n"
+           "        #pragma unroll\n"
+           "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, " + key_at + ", lm_acc[lm_u][lm_rr]);\n"
+           "      }\n    }\n";
+  };
   // Single pass (one round of four keys a warp, head dims of at most 128): the warp's key rows
   // and value columns are loaded into registers before the q rows are staged, so the block waits
   // on memory once before its scores.
@@ -203,7 +214,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
       << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
       << "      #pragma unroll\n"
       << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
-      << "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n"
+      << use_line
       << "      const bool lm_ok = lm_key < lm_k1 && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
       << "      const long long lm_kb = lm_ok ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n"
       << "      #pragma unroll\n"
@@ -222,12 +233,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
       << "    for (int lm_t = 0; lm_t < lm_KT; ++lm_t) {\n"
       << "      const long long lm_p = lm_lane + 32 * lm_t;\n"
       << "      if (lm_p >= lm_dk) break;\n"
-      << "      #pragma unroll\n"
-      << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
-      << "        const float lm_qp = " << convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) << ";\n"
-      << "        #pragma unroll\n"
-      << "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, lm_kreg[lm_u][lm_t], lm_acc[lm_u][lm_rr]);\n"
-      << "      }\n    }\n";
+      << qk_products("lm_kreg[lm_u][lm_t]");
     single_pass_keys = o.str();
   }
   const std::string value_pass_loads =
@@ -275,7 +281,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "      const long long lm_key = lm_key0 + lm_u * lm_warps;\n"
     << "      #pragma unroll\n"
     << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
-    << "        lm_use[lm_u][lm_rr] = lm_rr < lm_live && lm_key < lm_k1 && lm_mask_at(lm_mb[lm_rr], lm_key) != 0;\n"
+    << use_line
     << "        lm_acc[lm_u][lm_rr] = 0.0f;\n      }\n"
     << "      lm_ok[lm_u] = lm_key < lm_k1 && " << valid(*k, r - 2, "lm_key", r - 1) << ";\n"
     << "      lm_kb[lm_u] = lm_ok[lm_u] ? " << base(*k, "lm_key", r - 1, r - 2) << " : 0;\n"
@@ -286,12 +292,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "      for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
     << "        lm_kv[lm_u] = lm_ok[lm_u] ? " << load(dt[1], "lm_K[lm_kb[lm_u] + lm_p * lm_ksp]") << " : "
     << value_lit(n.inputs[1].view.pad_value(), dt[1]) << ";\n"
-    << "      #pragma unroll\n"
-    << "      for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
-    << "        const float lm_qp = " << convert("lm_q[lm_rr * lm_dk + lm_p]", DType::F32, t) << ";\n"
-    << "        #pragma unroll\n"
-    << "        for (int lm_u = 0; lm_u < 4; ++lm_u) lm_acc[lm_u][lm_rr] = __fmaf_rn(lm_qp, lm_kv[lm_u], lm_acc[lm_u][lm_rr]);\n"
-    << "      }\n    }\n";
+    << qk_products("lm_kv[lm_u]");
   }
   // The scores of the warp's four keys, each a shuffle tree over the lanes.
   s << "    #pragma unroll\n"

@@ -322,8 +322,9 @@ void CudaExecutor::give_back(DeviceBuffer b) {
   if (b.ptr && !b.kept) free_.emplace(b.bytes, b);
 }
 
-int64_t CudaExecutor::grid_stride_blocks(int64_t threads) const {
-  return std::min<int64_t>((threads + kBlockThreads - 1) / kBlockThreads, int64_t(ctx_.info().multiprocessors) * options_.blocks_per_sm);
+int64_t CudaExecutor::grid_stride_blocks(int64_t threads, int blocks_per_sm) const {
+  return std::min<int64_t>((threads + kBlockThreads - 1) / kBlockThreads,
+                           int64_t(ctx_.info().multiprocessors) * (blocks_per_sm > 0 ? blocks_per_sm : options_.blocks_per_sm));
 }
 
 void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in) {
@@ -335,8 +336,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (work <= 0) return;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
-    blocks = l.blocks_per_sm > 0 ? std::min<int64_t>(grid_stride_blocks(work), int64_t(ctx_.info().multiprocessors) * l.blocks_per_sm)
-                                 : grid_stride_blocks(work);
+    blocks = grid_stride_blocks(work, l.blocks_per_sm);
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +

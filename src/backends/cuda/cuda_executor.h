@@ -156,8 +156,8 @@ class CudaExecutor {
   void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
-  // options_.blocks_per_sm per multiprocessor.
-  int64_t grid_stride_blocks(int64_t threads) const;
+  // `blocks_per_sm` (a launch's own cap; 0: options_.blocks_per_sm) per multiprocessor.
+  int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0) const;
   // Whether an attention node runs its tiled (prefill) launch at the current dims.
   bool use_tiled(const NodeKernels& k);
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
