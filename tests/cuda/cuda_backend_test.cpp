@@ -126,22 +126,32 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
 
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):
 // one that is not runs on the generic kernel, orders of magnitude slower (docs/lessons.md).
+// A fixture decoder's plan with bf16 weights, as the CLI compiles it.
+Graph bf16_decoder_plan(const std::string& name) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  o.weight_dtype = DType::BF16;
+  build_decoder(g, fixture_config(name), o);
+  return compile(g, CompileOptions{}).plan;
+}
+
+// How many of a plan's Matmul nodes there are, and how many are linear layers for the fast paths.
+std::pair<int, int> matmuls_and_linear(const Graph& plan, const PlanKernels& k) {
+  int matmuls = 0, linear = 0;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (n.op != OpKind::Kernel || n.kernel != "Matmul") continue;
+    ++matmuls;
+    linear += k.per_node[id]->linear.has_value();
+  }
+  return {matmuls, linear};
+}
+
 TEST(CudaCodegen, EveryMatmulOfADecoderTakesTheLinearPath) {
   for (const char* name : {"llama-tiny", "qwen3-tiny", "gemma3-tiny"}) {
-    Graph g;
-    DecoderGraphOptions o;
-    o.context = 32;
-    o.weight_dtype = DType::BF16;
-    build_decoder(g, fixture_config(name), o);
-    Graph plan = compile(g, CompileOptions{}).plan;
-    PlanKernels k = generate_plan_kernels(plan);
-    int matmuls = 0, linear = 0;
-    for (size_t id = 0; id < plan.size(); ++id) {
-      const Node& n = plan.node(static_cast<NodeId>(id));
-      if (n.op != OpKind::Kernel || n.kernel != "Matmul") continue;
-      ++matmuls;
-      linear += k.per_node[id]->linear.has_value();
-    }
+    Graph plan = bf16_decoder_plan(name);
+    auto [matmuls, linear] = matmuls_and_linear(plan, generate_plan_kernels(plan));
     EXPECT_GT(matmuls, 0) << name;
     EXPECT_EQ(linear, matmuls) << name;
   }
@@ -150,12 +160,7 @@ TEST(CudaCodegen, EveryMatmulOfADecoderTakesTheLinearPath) {
 // An MoE decoder's expert products are ScaledMatmuls on the GEMV's schedules (alternatives to
 // time), not the generic kernel; and its other Matmuls are linear layers as above.
 TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  o.weight_dtype = DType::BF16;
-  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  Graph plan = compile(g, CompileOptions{}).plan;
+  Graph plan = bf16_decoder_plan("qwen3-moe-tiny");
   PlanKernels k = generate_plan_kernels(plan);
   int scaled = 0, gemv = 0;
   for (size_t id = 0; id < plan.size(); ++id) {
@@ -166,6 +171,9 @@ TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
   }
   EXPECT_EQ(scaled, 2 * fixture_config("qwen3-moe-tiny").layers);  // gate/up and down, each layer
   EXPECT_EQ(gemv, scaled);
+  auto [matmuls, linear] = matmuls_and_linear(plan, k);
+  EXPECT_GT(matmuls, 0);
+  EXPECT_EQ(linear, matmuls);
 }
 
 // Sibling linear layers (q, k, v; gate, up) make grouped GEMVs, and those compile.
