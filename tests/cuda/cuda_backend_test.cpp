@@ -383,15 +383,22 @@ TEST(CudaBackend, EveryGemvVariantMatchesTheReference) {
 // without reading them, and scale the others: decode (one token), a few tokens, and prefills
 // that take the kernel's two other paths.
 TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
-  for (DType wt : {DType::BF16, DType::F32}) {
+  // k = 21 (bf16 only): rows that are not 16-byte aligned, copied element by element.
+  for (auto [wt, k] : {std::pair{DType::BF16, int64_t{24}}, std::pair{DType::F32, int64_t{24}}, std::pair{DType::BF16, int64_t{21}}}) {
     moetest::MoeExperts c;
     c.weight_dtype = wt;
+    c.k = k;
     Graph plan = compiled(c.graph());
     ASSERT_EQ(count_kernels(plan, "ScaledMatmul"), 1) << plan.dump();
+    // bf16 weights bring the tensor-core schedules (the last variants below), f32 ones do not.
+    EXPECT_EQ(generate_plan_kernels(plan).source().find("lm_mma_bf16(lm_acc") != std::string::npos, wt == DType::BF16);
     if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-    // Every schedule, with the executor's grid and with four blocks a multiprocessor.
-    for (int v = 0; v < 2 * static_cast<int>(std::size(gen::kLinearVariants)); ++v) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
+    // Every GEMV schedule, with the executor's grid and with four blocks a multiprocessor; then,
+    // for bf16 weights, the tensor cores' grouped GEMMs.
+    const int gemvs = 2 * static_cast<int>(std::size(gen::kLinearVariants)), mmas = static_cast<int>(std::size(gen::kScaledMmaTiles));
+    for (int v = k == 24 ? 0 : gemvs; v < gemvs + (wt == DType::BF16 ? mmas : 0); ++v) {
+      const bool mma = v >= gemvs;
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = mma, .force_variant = v});
       // 1-9 tokens: the listed experts; 3000: the listed rows of each expert; 5000: every row.
       for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{3000}, int64_t{5000}}) {
         auto in = c.inputs(s);
@@ -401,7 +408,8 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
         Buffer got = cuda.output("out");
         ASSERT_EQ(got.numel(), want.size());
         for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
+          // The tensor cores' split activations are exact to 2^-17 a product, and |x w| <= 1.
+          ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])) + (mma ? k * 0x1p-17 : 0.0))
               << "variant " << v << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
       }
     }

@@ -76,8 +76,14 @@ inline std::vector<Case> cases() {
     rms_norm(x, cast(input(g, "norm_w", DType::BF16, {37}), DType::F32), 1e-5).output("rms_weighted");  // RMSNormMul
     layer_norm(x, 1, std::nullopt, std::nullopt, 1e-5).output("layer_norm");
     logsumexp(xp, {0}).output("lse");
+    // Down columns (a short outer axis over rows of 40): an MoE's sum over its experts, with the
+    // residual add after it, and a max.
+    Tensor y = input(g, "y", DType::F32, {5, s, 40});
+    add(sum(mul(y, y), {0}), input(g, "res", DType::F32, {s, 40})).output("expert_sum");
+    max(y, {0}).output("column_max");
     c.inputs = [](int64_t n) {
-      return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {n, 3, 37}, 3)}, {"norm_w", random_buffer(DType::BF16, {37}, 4)}};
+      return std::map<std::string, Buffer>{{"x", random_buffer(DType::F32, {n, 3, 37}, 3)}, {"norm_w", random_buffer(DType::BF16, {37}, 4)},
+                                           {"y", random_buffer(DType::F32, {5, n, 40}, 9)}, {"res", random_buffer(DType::F32, {n, 40}, 10)}};
     };
     r.push_back(std::move(c));
   }

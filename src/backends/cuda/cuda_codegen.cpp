@@ -150,6 +150,28 @@ std::string row_opening(const std::vector<Expr>& shape, size_t axis) {
 
 Expr rows_of(const std::vector<Expr>& shape, size_t axis) { return product_of(shape, 0, axis) * product_of(shape, axis + 1, shape.size()); }
 
+// Whether a reduction runs down columns: a short reduced axis (a constant up to 1024) that is not
+// the last, under a last dim of at least 32 (an MoE's sum over its experts, [experts, rows,
+// hidden]). One block per row would read its elements a row of the inner dims apart, a 32-byte
+// sector for each 4-byte value (1 ms for a 512-token prefill's sum on the H200).
+bool column_reduction(const std::vector<Expr>& shape, size_t axis) {
+  if (axis + 1 >= shape.size()) return false;
+  const std::optional<int64_t> len = shape[axis].as_const(), last = shape.back().as_const();
+  return len && *len <= 1024 && last && *last >= 32;
+}
+
+// The opening of a column reduction: 32 adjacent outputs (lanes) a block, its warps splitting
+// the reduced axis, so that each warp's loads are runs along the inner dims. lm_at(k) is the
+// flat index of element k of this lane's row; lm_valid: the lane has a row.
+std::string column_opening(const std::vector<Expr>& shape, size_t axis) {
+  std::ostringstream s;
+  s << "  const long long lm_len = " << c(shape.at(axis)) << ", lm_inner = " << c(product_of(shape, axis + 1, shape.size()))
+    << ";\n  const long long lm_row = blockIdx.x * 32LL + (threadIdx.x & 31), lm_o = lm_row / lm_inner, lm_i = lm_row - lm_o * lm_inner;\n"
+    << "  const bool lm_valid = lm_row < " << c(rows_of(shape, axis)) << ";\n"
+    << "  auto lm_at = [&](long long lm_k) { return (lm_o * lm_len + lm_k) * lm_inner + lm_i; };\n";
+  return s.str();
+}
+
 }  // namespace
 
 std::string cuda_prelude() {
@@ -169,6 +191,57 @@ __device__ __forceinline__ void lm_grid_wait() { asm volatile("griddepcontrol.wa
 __device__ __forceinline__ void lm_grid_release() {}
 __device__ __forceinline__ void lm_grid_wait() {}
 #endif
+// D += A B on the tensor cores: m16n8k16, bf16 A (row-major fragment) and B (column-major), f32
+// sums. Only the tensor-core schedules call it, and the executor offers those from sm_80.
+__device__ __forceinline__ void lm_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+// Two f32 values as bf16 hi (rounded to nearest even) and lo (what hi leaves, rounded), each pair
+// packed with the first value in the low half, as the tensor cores read (k, k + 1).
+__device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, unsigned& lo) {
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
+  const float r0 = x0 - __uint_as_float(hi << 16), r1 = x1 - __uint_as_float(hi & 0xffff0000u);
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
+#else
+  __trap();
+#endif
+}
+// Four 8x8 b16 matrices from shared memory into MMA fragments (lanes 8i..8i+7 give matrix i's
+// row addresses; register i gets matrix i).
+__device__ __forceinline__ void lm_ldmatrix_x4(unsigned* r, const void* p) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+  __trap();
+#endif
+}
+// 16 bytes global -> shared without registers (sm_80+); zero-filled where `full` is false.
+__device__ __forceinline__ void lm_cp_async16(void* dst, const void* src, bool full) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(full ? 16 : 0));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void lm_cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void lm_cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
   uint32_t u = __float_as_uint(f);
@@ -274,11 +347,17 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       t = pro->instrs.back().dtype;
     }
     Acc acc = accumulator(sum, t);
+    const std::vector<Expr>& in_shape = w.in_shape(0);
+    const bool columns = column_reduction(in_shape, n.axis);
     std::ostringstream s;
     // Unrolled, so each thread has several loads in flight: a decode step's rows are one block
     // each, and a load at a time left them latency-bound (4-5 us for 4096 values).
-    s << row_opening(w.in_shape(0), n.axis) << "  " << acc.type << " lm_acc = " << acc.init << ";\n"
-      << "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+    if (columns)
+      s << column_opening(in_shape, n.axis) << "  " << acc.type << " lm_acc = " << acc.init << ";\n"
+        << "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x >> 5; lm_valid && lm_k < lm_len; lm_k += blockDim.x >> 5) {\n";
+    else
+      s << row_opening(in_shape, n.axis) << "  " << acc.type << " lm_acc = " << acc.init << ";\n"
+        << "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     if (pro) {
       std::vector<DType> dt;
       for (int i = 0; i < pro->n_inputs; ++i) {
@@ -291,8 +370,14 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     } else {
       s << "    lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(" << convert("lm_ld0(lm_at(lm_k))", w.in_dtype(0), t) << "));\n";
     }
-    s << "  }\n  lm_acc = lm_block_reduce(lm_acc, " << acc.combine << ");\n  if (threadIdx.x != 0) return;\n"
-      << "  const " << value_type(t) << " lm_r = " << acc.result(t) << ";\n";
+    if (columns)  // the warps' partial sums of each column, in warp order
+      s << "  }\n  __shared__ " << acc.type << " lm_cols[" << kBlockThreads / 32 << "][32];\n"
+        << "  lm_cols[threadIdx.x >> 5][threadIdx.x & 31] = lm_acc;\n  __syncthreads();\n"
+        << "  if (threadIdx.x >= 32 || !lm_valid) return;\n  lm_acc = lm_cols[0][threadIdx.x];\n"
+        << "  for (int lm_w = 1; lm_w < (int)(blockDim.x >> 5); ++lm_w) lm_acc = (" << acc.combine << ")(lm_acc, lm_cols[lm_w][threadIdx.x]);\n";
+    else
+      s << "  }\n  lm_acc = lm_block_reduce(lm_acc, " << acc.combine << ");\n  if (threadIdx.x != 0) return;\n";
+    s << "  const " << value_type(t) << " lm_r = " << acc.result(t) << ";\n";
     if (epi) {
       std::vector<DType> dt{t};
       for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(pro->n_inputs + i - 1)));
@@ -302,7 +387,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     } else {
       s << "  " << w.out_store("lm_row", "lm_r", t);
     }
-    rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
+    if (columns) r.launches.push_back(per_block(s.str(), ceil_div(rows_of(in_shape, n.axis), Expr(32)), Expr(0)));
+    else rows(s.str(), rows_of(in_shape, n.axis), in_shape.at(n.axis));
     return r;
   }
   if (op != OpKind::Kernel) throw Error(std::string("CUDA backend: no kernel for op ") + op_name(op));
@@ -444,6 +530,14 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       r.launches.push_back(*first);
       for (int cap : {0, 4})
         for (size_t v = cap ? 0 : 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v], cap));
+      // bf16 weights: also the tensor cores' grouped GEMM, for a prefill's many rows.
+      for (const ScaledMmaTile& t : kScaledMmaTiles)
+        if (auto mma = scaled_mma_body(la, lb, ls, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)}, count_decl, store_v, n.dtype, t)) {
+          Launch l{w.finish(*mma, functions), Launch::Grid::Elements, scaled_mma_threads(a, w.in_shape(1).back(), t),
+                   Expr(scaled_mma_shared_bytes(t))};
+          l.tensor_cores = true;
+          r.alternatives.push_back(l);
+        }
       return r;
     }
     // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.

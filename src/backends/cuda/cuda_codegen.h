@@ -37,6 +37,9 @@ struct Launch {
   // A grid-stride launch's blocks per multiprocessor at most (0: the executor's cap). Fewer
   // blocks that each loop over more units pay a per-block prologue less often.
   int blocks_per_sm = 0;
+  // A tensor-core schedule (mma.sync on bf16, sm_80 on): the executor offers it only on such
+  // devices, and not with CudaOptions::tensor_cores off.
+  bool tensor_cores = false;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and

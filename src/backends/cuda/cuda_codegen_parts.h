@@ -84,6 +84,30 @@ std::string scaled_batches_epilogue(const std::function<std::string(const std::s
 std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
                              const std::string& kloop, const std::string& stores,
                              const std::function<std::string(const std::string&, DType)>& out_store);
+// Appends `idx` to `list` where lm_on holds, in order of idx across the block: a ballot per warp,
+// the warps' counts prefixed by thread 0 onto `count`; `bits` gets the ballots (a bit per idx
+// below `limit`). Every thread of the block runs it (barriers); it needs lm_wcnt[warps].
+std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
+                          const std::string& list, const std::string& count);
+// ScaledMatmul with bf16 weights on the tensor cores (cuda_scaled_mma_codegen.cpp), for many rows
+// a batch (an MoE prefill, where each expert's rows are the few tokens that chose it): a block per
+// (batch, tile of 128 columns), grid-stride, lists the batch's rows with a nonzero scale and runs
+// them 64 at a time as a GEMM with mma.sync m16n8k16 (bf16 in, f32 sums). A is split into bf16
+// hi + lo (x to about 2^-17) and multiplied twice, as the prefill's cuBLASLt path does, so sums are
+// f32-faithful. The unlisted rows are zero (`out`, the output's dtype, must be f32). Needs sm_80 (lm_mma_bf16 traps below); nullopt where
+// the weight is not bf16 or the operands are not plain strided with unit stride along k.
+// Its schedules (the tuner times them with the GEMV's): a block's weight rows (a multiple of 64),
+// k values a step (a multiple of 32) and shared-memory stages.
+struct ScaledMmaTile {
+  int cols, depth, stages;
+};
+constexpr ScaledMmaTile kScaledMmaTiles[] = {{128, 32, 4}, {128, 64, 4}, {256, 64, 3}, {256, 32, 4}};
+std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::vector<DType>& dt,
+                                           const std::string& count_decl,
+                                           const std::function<std::string(const std::string&, DType)>& out_store, DType out,
+                                           const ScaledMmaTile& tile);
+Expr scaled_mma_threads(const std::vector<Expr>& a_shape, const Expr& n, const ScaledMmaTile& tile);  // its launch's threads
+int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                                                // and dynamic shared memory
 // Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
 // the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
 // streaming into L2 while the kernels before it finish. Weights are never written by kernels,

@@ -104,6 +104,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   if (graphs && std::string(graphs) == "0") options_.graphs = false;
   const char* overlap = std::getenv("LUMINAL_CUDA_OVERLAP");
   if (overlap) options_.overlap_launches = std::string(overlap) != "0";
+  if (const char* v = std::getenv("LUMINAL_CUDA_VARIANT")) options_.force_variant = std::max(0, std::atoi(v));  // for profiling one
   if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
   graph_dims_ = graph_.dims();
   dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
@@ -634,9 +635,14 @@ bool CudaExecutor::use_tiled(const NodeKernels& k) {
   return rows >= k.tiled_min_rows && (rows >= eval(k.tiled_keys) || eval(k.tiled->work) >= ctx_.info().multiprocessors);
 }
 
+bool CudaExecutor::offered(const Launch& l) const { return !l.tensor_cores || (options_.tensor_cores && ctx_.info().cc_major >= 8); }
+
 size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                              const std::vector<DevicePtr>& in, bool capturing) {
-  if (options_.force_variant >= 0) return std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
+  if (options_.force_variant >= 0) {
+    const size_t v = std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
+    return v > 0 && !offered(k.alternatives[v - 1]) ? 0 : v;
+  }
   const std::pair<std::string, int64_t> key{k.launches.back().function, eval(k.launches.back().work)};
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
   // Not while a graph is recorded or a profile taken (launches there are not run, or are timed
@@ -673,6 +679,10 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
     void* f = v == 0 ? first : alternatives[v - 1];
+    if (!offered(l)) {
+      line += " -";
+      continue;
+    }
     launch(l, k, f, out, in);
     std::vector<double> ms;
     for (int t = 0; t < 5; ++t) {  // schedules differ by a few us: five samples, the median

@@ -58,7 +58,8 @@ struct CudaOptions {
   // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant);
   // LUMINAL_CUDA_TUNE_LOG=1 prints each choice and its timings to stderr.
   bool tune_variants = true;
-  // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests.
+  // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
+  // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
@@ -160,6 +161,8 @@ class CudaExecutor {
   int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0) const;
   // Whether an attention node runs its tiled (prefill) launch at the current dims.
   bool use_tiled(const NodeKernels& k);
+  // Whether a launch may run here (a tensor-core schedule needs sm_80 and the option on).
+  bool offered(const Launch& l) const;
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
   size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                  const std::vector<DevicePtr>& in, bool capturing);

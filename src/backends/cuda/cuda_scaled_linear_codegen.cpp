@@ -7,10 +7,7 @@
 
 namespace luminal::cuda::gen {
 
-// Appends `idx` to `list` where lm_on holds, in order of idx across the block: a ballot per warp,
-// the warps' counts prefixed by thread 0 onto `count`; `bits` gets the ballots (a bit per idx
-// below `limit`). Every thread of the block runs it (barriers).
-static std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
+std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
                                  const std::string& list, const std::string& count) {
   std::ostringstream s;
   s << in << "const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
