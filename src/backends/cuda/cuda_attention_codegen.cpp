@@ -401,9 +401,10 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 // Prefill attention, flash-style: one block per (batch entry, tile of kTiledRows query rows),
 // walking the keys in tiles of kTiledKeys. The q tile, one key (then value) tile and the tile's
 // probabilities live in shared memory (rows padded by one float, so the threads' columns fall in
-// different banks); each thread owns two query rows and four keys of a tile (a 2x4 block of
-// scores) and sixteenth of the output columns of its two rows, with an online softmax (running
-// max and sum per row, rescaled per tile). A key tile that the mask hides from every row of the
+// different banks); each thread owns kTiledRows / 16 query rows and four keys of a tile (a 4x4
+// block of scores at 64 rows: each q value it loads serves four keys and each key value four
+// rows) and a sixteenth of the output columns of its rows, with an online softmax (running max
+// and sum per row, rescaled per tile). A key tile that the mask hides from every row of the
 // block is skipped (half the tiles of a causal prefill). Head dims are constants up to 256.
 std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
@@ -412,7 +413,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
   const size_t r = kv->r;
   const std::optional<int64_t> dk = n.inputs[0].view.shape()[r - 1].as_const(), dv = v->shape[r - 1].as_const();
   if (!dk || !dv || *dk < 1 || *dv < 1 || *dk > kTiledMaxHeadDim || *dv > kTiledMaxHeadDim) return std::nullopt;
-  static_assert(kBlockThreads == 256 && kTiledRows == 32 && kTiledKeys == 64, "the thread layout below assumes these");
+  static_assert(kBlockThreads == 256 && kTiledRows % 16 == 0 && kTiledKeys == 64, "the thread layout below assumes these");
   const int64_t wide = std::max(*dk, *dv) + 1, cols = (*dv + 15) / 16;
   const DType t = dt[0];
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
@@ -420,7 +421,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  extern __shared__ float lm_sh[];\n"
     << "  constexpr int lm_DK = " << *dk << ", lm_DV = " << *dv << ", lm_W = " << wide << ", lm_C = " << cols << ";\n"
-    << "  constexpr int lm_BM = " << kTiledRows << ", lm_BN = " << kTiledKeys << ";\n"
+    << "  constexpr int lm_BM = " << kTiledRows << ", lm_BN = " << kTiledKeys << ", lm_RT = lm_BM / 16;\n"
     << "  float* lm_qs = lm_sh;                      // [BM][DK + 1]\n"
     << "  float* lm_kv = lm_qs + lm_BM * (lm_DK + 1);  // [BN][W]: a key tile, then a value tile\n"
     << "  float* lm_ps = lm_kv + lm_BN * lm_W;         // [BM][BN] probabilities\n"
@@ -431,19 +432,21 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK; lm_i += blockDim.x) {\n"
     << "    const int lm_row = lm_i / lm_DK, lm_p = lm_i - lm_row * lm_DK;\n"
     << "    lm_qs[lm_row * (lm_DK + 1) + lm_p] = lm_r0 + lm_row < lm_seq ? (float)lm_ld0((lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + lm_p) : 0.0f;\n  }\n"
-    << "  const int lm_rg = threadIdx.x >> 4, lm_kg = threadIdx.x & 15;  // rows 2rg, 2rg+1; keys kg + 16i\n"
+    << "  const int lm_rg = threadIdx.x >> 4, lm_kg = threadIdx.x & 15;  // rows RT rg + a (a < RT); keys kg + 16i\n"
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
-    << "  long long lm_mrow[2];\n  bool lm_live[2];\n"
-    << "  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
-    << "    const long long lm_row = lm_r0 + 2 * lm_rg + lm_a;\n"
+    << "  long long lm_mrow[lm_RT];\n  bool lm_live[lm_RT];\n"
+    << "  for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
+    << "    const long long lm_row = lm_r0 + lm_RT * lm_rg + lm_a;\n"
     << "    lm_live[lm_a] = lm_row < lm_seq;\n    lm_mrow[lm_a] = lm_live[lm_a] ? lm_mask_row(lm_b * lm_seq + lm_row) : 0;\n  }\n"
     << "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
-    << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[2][lm_C];\n"
-    << "  for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[0][lm_c] = lm_o[1][lm_c] = 0.0f;\n"
+    << "  float lm_m[lm_RT], lm_l[lm_RT], lm_o[lm_RT][lm_C];\n"
+    << "  #pragma unroll\n  for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
+    << "    lm_m[lm_a] = lm_ninf; lm_l[lm_a] = 0.0f;\n"
+    << "    #pragma unroll\n    for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] = 0.0f;\n  }\n"
     << "  for (long long lm_k0 = 0; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"
-    << "    bool lm_vis[2][4];\n    int lm_any = 0;\n"
-    << "    for (int lm_a = 0; lm_a < 2; ++lm_a)\n"
+    << "    bool lm_vis[lm_RT][4];\n    int lm_any = 0;\n"
+    << "    #pragma unroll\n    for (int lm_a = 0; lm_a < lm_RT; ++lm_a)\n"
     << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
     << "        const long long lm_key = lm_k0 + lm_kg + 16 * lm_i;\n"
     << "        lm_vis[lm_a][lm_i] = lm_live[lm_a] && lm_key < lm_keys && lm_mask_at(lm_mrow[lm_a], lm_key) != 0;\n"
@@ -452,17 +455,19 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
     << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]))
     << "    __syncthreads();\n"
-    << "    float lm_s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
-    << "    const float* lm_q0 = lm_qs + (2 * lm_rg) * (lm_DK + 1);\n    const float* lm_q1 = lm_q0 + (lm_DK + 1);\n"
+    << "    float lm_s[lm_RT][4];\n"
+    << "    #pragma unroll\n    for (int lm_a = 0; lm_a < lm_RT; ++lm_a) lm_s[lm_a][0] = lm_s[lm_a][1] = lm_s[lm_a][2] = lm_s[lm_a][3] = 0.0f;\n"
+    << "    const float* lm_q0 = lm_qs + (lm_RT * lm_rg) * (lm_DK + 1);\n"
     << "    #pragma unroll 4\n"
     << "    for (int lm_p = 0; lm_p < lm_DK; ++lm_p) {\n"
-    << "      const float lm_a0 = " << convert("lm_q0[lm_p]", DType::F32, t) << ", lm_a1 = " << convert("lm_q1[lm_p]", DType::F32, t) << ";\n"
-    << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
-    << "        const float lm_kx = lm_kv[(lm_kg + 16 * lm_i) * lm_W + lm_p];\n"
-    << "        lm_s[0][lm_i] = __fmaf_rn(lm_a0, lm_kx, lm_s[0][lm_i]);\n        lm_s[1][lm_i] = __fmaf_rn(lm_a1, lm_kx, lm_s[1][lm_i]);\n"
-    << "      }\n    }\n"
+    << "      float lm_qa[lm_RT], lm_kx[4];\n"
+    << "      #pragma unroll\n      for (int lm_a = 0; lm_a < lm_RT; ++lm_a) lm_qa[lm_a] = " << convert("lm_q0[lm_a * (lm_DK + 1) + lm_p]", DType::F32, t) << ";\n"
+    << "      #pragma unroll\n      for (int lm_i = 0; lm_i < 4; ++lm_i) lm_kx[lm_i] = lm_kv[(lm_kg + 16 * lm_i) * lm_W + lm_p];\n"
+    << "      #pragma unroll\n      for (int lm_a = 0; lm_a < lm_RT; ++lm_a)\n"
+    << "        #pragma unroll\n        for (int lm_i = 0; lm_i < 4; ++lm_i) lm_s[lm_a][lm_i] = __fmaf_rn(lm_qa[lm_a], lm_kx[lm_i], lm_s[lm_a][lm_i]);\n"
+    << "    }\n"
     // Online softmax: each row's 16 threads (half a warp) share its max and sum by shuffles.
-    << "    for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "    #pragma unroll\n    for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
     << "      float lm_tmax = lm_ninf;\n"
     << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
     << "        lm_s[lm_a][lm_i] = lm_vis[lm_a][lm_i] ? " << convert("lm_s[lm_a][lm_i]", DType::F32, t) << " * " << float_lit(n.constant)
@@ -474,27 +479,28 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "      float lm_sum = 0.0f;\n"
     << "      for (int lm_i = 0; lm_i < 4; ++lm_i) {\n"
     << "        const float lm_e = lm_s[lm_a][lm_i] == lm_ninf ? 0.0f : exp2f((lm_s[lm_a][lm_i] + lm_mn * -1.0f) * lm_log2e);\n"
-    << "        lm_ps[(2 * lm_rg + lm_a) * lm_BN + lm_kg + 16 * lm_i] = lm_e;\n        lm_sum += lm_e;\n      }\n"
+    << "        lm_ps[(lm_RT * lm_rg + lm_a) * lm_BN + lm_kg + 16 * lm_i] = lm_e;\n        lm_sum += lm_e;\n      }\n"
     << "      for (int lm_x = 8; lm_x > 0; lm_x >>= 1) lm_sum += __shfl_xor_sync(0xffffffffu, lm_sum, lm_x);\n"
     << "      lm_l[lm_a] = __fmaf_rn(lm_l[lm_a], lm_alpha, lm_sum);\n      lm_m[lm_a] = lm_mn;\n"
     << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] *= lm_alpha;\n    }\n"
     << "    __syncthreads();\n"
     << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]))
     << "    __syncthreads();\n"
-    << "    const float* lm_p0 = lm_ps + (2 * lm_rg) * lm_BN;\n    const float* lm_p1 = lm_p0 + lm_BN;\n"
+    << "    const float* lm_p0 = lm_ps + (lm_RT * lm_rg) * lm_BN;\n"
     << "    for (int lm_kk = 0; lm_kk < lm_BN; ++lm_kk) {\n"
-    << "      const float lm_e0 = lm_p0[lm_kk], lm_e1 = lm_p1[lm_kk];\n"
-    << "      if (lm_e0 == 0.0f && lm_e1 == 0.0f) continue;\n"
+    << "      float lm_e[lm_RT];\n      bool lm_nz = false;\n"
+    << "      #pragma unroll\n      for (int lm_a = 0; lm_a < lm_RT; ++lm_a) { lm_e[lm_a] = lm_p0[lm_a * lm_BN + lm_kk]; lm_nz = lm_nz || lm_e[lm_a] != 0.0f; }\n"
+    << "      if (!lm_nz) continue;\n"
     << "      const float* lm_vr = lm_kv + lm_kk * lm_W + lm_kg;\n"
     << "      #pragma unroll\n"
     << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) {\n"
     << "        if (lm_kg + 16 * lm_c >= lm_DV) break;\n"
     << "        const float lm_vx = lm_vr[16 * lm_c];\n"
-    << "        lm_o[0][lm_c] = __fmaf_rn(lm_e0, lm_vx, lm_o[0][lm_c]);\n        lm_o[1][lm_c] = __fmaf_rn(lm_e1, lm_vx, lm_o[1][lm_c]);\n"
+    << "        #pragma unroll\n        for (int lm_a = 0; lm_a < lm_RT; ++lm_a) lm_o[lm_a][lm_c] = __fmaf_rn(lm_e[lm_a], lm_vx, lm_o[lm_a][lm_c]);\n"
     << "      }\n    }\n  }\n"
-    << "  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "  #pragma unroll\n  for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
     << "    if (!lm_live[lm_a]) continue;\n"
-    << "    const long long lm_row = lm_b * lm_seq + lm_r0 + 2 * lm_rg + lm_a;\n"
+    << "    const long long lm_row = lm_b * lm_seq + lm_r0 + lm_RT * lm_rg + lm_a;\n"
     << "    const float lm_inv = 1.0f / lm_l[lm_a];\n"
     << "    #pragma unroll\n"
     << "    for (int lm_c = 0; lm_c < lm_C; ++lm_c) {\n"

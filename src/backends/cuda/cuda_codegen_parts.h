@@ -127,7 +127,7 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 // Prefill attention in one launch (flash-style tiles of kTiledRows query rows by kTiledKeys
 // keys), one block per (batch entry, row tile), writing the output directly; for head dims that
 // are constants up to kTiledMaxHeadDim. The executor takes it from kTiledMinRows query rows.
-constexpr int kTiledRows = 32, kTiledKeys = 64, kTiledMaxHeadDim = 256, kTiledMinRows = 8;
+constexpr int kTiledRows = 64, kTiledKeys = 64, kTiledMaxHeadDim = 256, kTiledMinRows = 8;
 std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
 Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
 
