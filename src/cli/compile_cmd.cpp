@@ -12,6 +12,9 @@
 
 #include "backends/cpu/cpu_plan_timer.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_plan_timer.h"
+#include "backends/cuda/nvrtc.h"
 #include "compiler/compile.h"
 #include "core/cache_paths.h"
 #include "compiler/plan_cache.h"
@@ -32,8 +35,8 @@ static const char* kHelp =
     "  --size tiny|8b       model shape (default tiny: 2 layers, hidden 64)\n"
     "  --layers N           number of decoder layers (default: the shape's)\n"
     "  --search N           profile up to N candidate plans (default 0: the cost model's plan)\n"
-    "  --backend cpu|reference  what the search times candidates on (default cpu: the CPU\n"
-    "                       backend's kernels; reference: the exact interpreter)\n"
+    "  --backend cpu|cuda|reference  what the search times candidates on (default cpu: the CPU\n"
+    "                       backend's kernels; cuda: the GPU's; reference: the exact interpreter)\n"
     "  --threads N          CPU backend threads (default: all cores)\n"
     "  --seq N --past N     dim values to profile and cost at (default 4 and 8)\n"
     "  --no-dedup           compile every layer separately instead of once per distinct block\n"
@@ -93,9 +96,15 @@ int run_compile(int argc, char** argv) {
     else if (a == "--dot-egraph") dot_egraph = value();
     else throw Error("compile: unknown option '" + a + "' (see luminal compile --help)");
   }
-  if (backend != "cpu" && backend != "reference")
-    throw Error("compile: --backend must be cpu or reference, got '" + backend + "'");
+  if (backend != "cpu" && backend != "cuda" && backend != "reference")
+    throw Error("compile: --backend must be cpu, cuda or reference, got '" + backend + "'");
   opts.backend = backend;
+  if (backend == "cuda") {  // say at once why the GPU cannot be used
+    std::string why = cuda::unavailable_reason();
+    if (why.empty()) why = cuda::nvrtc_unavailable_reason();
+    if (!why.empty()) throw Error("compile: the cuda backend cannot run here: " + why);
+    cuda::search_on_cuda(opts, opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
+  }
   std::unique_ptr<cpu::ThreadPool> pool;
   if (backend == "cpu") {
     // Candidates allocate and free the same large buffers (casts of weights, KV-cache copies)

@@ -14,6 +14,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/cuda_plan_timer.h"
 #include "backends/cuda/nvrtc.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
@@ -91,6 +92,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   co.cache_dir = opts.cache_dir;
   co.backend = opts.backend;
   if (opts.backend == "cpu") cpu::search_on_cpu(co, *m.pool_, jit, kernel_dir);  // timed on this backend's kernels
+  if (opts.backend == "cuda") cuda::search_on_cuda(co, kernel_dir);               // timed on the GPU
   m.compiled_ = compile(g, co);
   m.compile_ms_ = m.compiled_.compile_ms;
   report("compiling", 1);

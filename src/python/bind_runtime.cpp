@@ -14,6 +14,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/cuda_plan_timer.h"
 #include "compiler/compile.h"
 #include "core/cache_paths.h"
 #include "core/error.h"
@@ -96,6 +97,10 @@ class CompiledGraph {
     if (backend == "cpu") {
       pool_ = std::make_unique<cpu::ThreadPool>(threads);
       if (search > 0) cpu::search_on_cpu(co, *pool_, true, kernels);
+    }
+    if (backend == "cuda" && search > 0) {  // candidates timed on the GPU: it must be usable first
+      if (std::string why = cuda::unavailable_reason(); !why.empty()) throw Error("the cuda backend cannot run here: " + why);
+      cuda::search_on_cuda(co, kernels);
     }
     result_ = compile(*g.g, co);
     in_place_ = inputs_updated_in_place(result_.plan);

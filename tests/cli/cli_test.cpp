@@ -119,6 +119,21 @@ TEST(Cli, CudaBackendRunsOrSaysWhyNot) {
   EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << r.out;
 }
 
+// compile --backend cuda: the search times candidates on the GPU, or the command says at once why
+// it cannot; a backend luminal does not have is named in the error.
+TEST(Cli, CompileSearchOnCudaRunsOrSaysWhyNot) {
+  CliRun r = luminal("compile --no-cache --backend cuda --layers 1 --search 2", true);
+  if (r.status == 0) {
+    EXPECT_NE(r.out.find("search"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("the cuda backend cannot run here: "), std::string::npos) << r.out;
+  }
+  CliRun bad = luminal("compile --no-cache --backend tpu", true);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("--backend must be cpu, cuda or reference, got 'tpu'"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, BenchPrintsOneJsonLine) {
   CliRun r = luminal("bench --no-cache --model " + model("qwen3-tiny") + " --prompt-tokens 8 --new-tokens 4 --iters 2");
   ASSERT_EQ(r.status, 0) << r.out;

@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/cuda_plan_timer.h"
 #include "backends/cuda/nvrtc.h"
 #include "compiler/compile.h"
 #include "core/error.h"
@@ -266,6 +267,33 @@ TEST(CudaBackend, CasesMatchTheReference) {
       }
       }
     }
+  }
+}
+
+// The search times its candidates on the GPU (search_on_cuda), and what it keeps is right.
+TEST(CudaBackend, SearchTimesCandidatesOnTheGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  Case c = testing::cases()[1];  // reductions and norms over fusable elementwise work
+  CompileOptions opts;
+  opts.dedup = false;
+  opts.backend = "cuda";
+  opts.search.limit = 6;
+  opts.search.profile_dims = {{"s", 67}};
+  search_on_cuda(opts, "");
+  CompileResult r = compile(c.graph, opts);
+  EXPECT_GT(r.search.profiled, r.search.rejected) << r.search.to_string();
+  EXPECT_GT(r.search.best_ms, 0.0);
+  CudaExecutor cuda(r.plan, "");
+  Interpreter ref(c.graph);
+  for (auto& [name, buf] : c.inputs(4)) {
+    ref.set_input(name, buf);
+    cuda.set_input(name, buf);
+  }
+  ref.run();
+  cuda.run();
+  for (NodeId o : c.graph.outputs()) {
+    const std::string& name = c.graph.node(o).name;
+    expect_close(ref.output(name), cuda.output(name), "searched plan, output " + name);
   }
 }
 
