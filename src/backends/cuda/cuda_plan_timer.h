@@ -19,7 +19,8 @@ class CudaPlanTimer {
   explicit CudaPlanTimer(std::string cache_dir) : cache_dir_(std::move(cache_dir)) {}
   // Median ms of `trials` runs after two untimed ones (the first computes what runs keep, the
   // second records the CUDA graph later runs replay, as a decode step does). nullopt rejects the
-  // plan: NaN or Inf in a float output, an error, or a first run over `timeout_ms`. Never throws.
+  // plan: NaN or Inf in a float output, an error, or a first timed run over `timeout_ms`. Never
+  // throws.
   std::optional<double> time(const Graph& plan, const DimMap& dims, int trials, double timeout_ms);
 
  private:
