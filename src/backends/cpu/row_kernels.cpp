@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
@@ -102,11 +103,31 @@ bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vecto
     if (ws[d] != 0) return false;
   std::optional<F32Rows> x = last_axis_rows(n, {in[0]}, {shapes[0]}, out);
   if (!x) return false;
-  std::vector<float> w(static_cast<size_t>(x->len));
-  for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = static_cast<float>(in[1](k));
+  // The weight row as f32, read straight from its buffer for bf16 and f32 (element by element
+  // through the reader it took 14 us of a 1024-wide decode norm); other dtypes by the reader.
+  static thread_local std::vector<float> w;
+  w.resize(static_cast<size_t>(x->len));
+  const Reader::Strided& ws_layout = *in[1].strided();
+  const int64_t step = ws_layout.strides.back();
+  const DType wt = in[1].dtype();
+  const bool in_bounds = ws_layout.offset >= 0 && step >= 0 &&
+                         static_cast<size_t>(ws_layout.offset + (x->len - 1) * step) < in[1].buffer().numel();
+  if (wt == DType::BF16 && in_bounds) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(in[1].buffer().bytes()) + ws_layout.offset;
+    for (int64_t k = 0; k < x->len; ++k) {
+      const uint32_t u = static_cast<uint32_t>(p[k * step]) << 16;
+      std::memcpy(&w[static_cast<size_t>(k)], &u, 4);
+    }
+  } else if (wt == DType::F32 && in_bounds) {
+    const float* p = reinterpret_cast<const float*>(in[1].buffer().bytes()) + ws_layout.offset;
+    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = p[k * step];
+  } else {
+    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = static_cast<float>(in[1](k));
+  }
+  const float* wp = w.data();
   for_rows(pool, *x, out, [&](const float* s, float* d) {
     rms_row(s, d, x->len, n.constant);
-    for (int64_t k = 0; k < x->len; ++k) d[k] *= w[static_cast<size_t>(k)];
+    for (int64_t k = 0; k < x->len; ++k) d[k] *= wp[k];
   });
   return true;
 }
