@@ -26,6 +26,25 @@ struct Layout {
 };
 }  // namespace
 
+// The copy of one operand's tile for step lm_st into its stage: `per_thread` 16-byte runs a
+// thread, `runs` of them a row of `vals` values of `type`, rows `pitch` apart in `dst` (stages
+// `stage` values apart); `ptrs` and `ok` are the thread's row pointers and whether each row
+// exists. cp.async where rows are 16-byte aligned, else element by element.
+static std::string copy_step_tile(const std::string& dst, const std::string& type, int per_thread, int runs, int vals, int pitch, int stage,
+                                  const std::string& ptrs, const std::string& ok, int depth, const std::string& zero) {
+  std::ostringstream s;
+  s << "            #pragma unroll\n            for (int lm_h = 0; lm_h < " << per_thread << "; ++lm_h) {\n"
+    << "              const int lm_q = threadIdx.x + " << kBlockThreads << " * lm_h, lm_ck = lm_q % " << runs << " * " << vals << ";\n"
+    << "              const long long lm_k = lm_st * " << depth << " + lm_ck;\n"
+    << "              " << type << "* lm_d = " << dst << " + lm_sg * " << stage << " + lm_q / " << runs << " * " << pitch << " + lm_ck;\n"
+    << "              if (lm_vec) lm_cp_async16(lm_d, " << ok << "[lm_h] && lm_k < lm_kk ? " << ptrs << "[lm_h] + lm_k : " << ptrs << "[lm_h], " << ok
+    << "[lm_h] && lm_k < lm_kk);\n"
+    << "              else for (int lm_e = 0; lm_e < " << vals << "; ++lm_e) lm_d[lm_e] = " << ok << "[lm_h] && lm_k + lm_e < lm_kk ? " << ptrs
+    << "[lm_h][lm_k + lm_e] : " << zero << ";\n"
+    << "            }\n";
+  return s.str();
+}
+
 std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::vector<DType>& dt,
                                            const std::string& count_decl,
                                            const std::function<std::string(const std::string&, DType)>& out_store, DType out,
@@ -99,20 +118,8 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "        auto lm_issue = [&](long long lm_st) {\n"
     << "          if (lm_st < lm_steps) {\n"
     << "            const int lm_sg = (int)(lm_st % " << kStages << ");\n"
-    << "            #pragma unroll\n            for (int lm_h = 0; lm_h < " << WC << "; ++lm_h) {\n"
-    << "              const int lm_q = threadIdx.x + " << kBlockThreads << " * lm_h, lm_ck = lm_q % " << WR << " * 8;\n"
-    << "              const long long lm_k = lm_st * " << kDepth << " + lm_ck;\n"
-    << "              uint16_t* lm_d = lm_sw + lm_sg * " << kCols * kPitch << " + lm_q / " << WR << " * " << kPitch << " + lm_ck;\n"
-    << "              if (lm_vec) lm_cp_async16(lm_d, lm_wok[lm_h] && lm_k < lm_kk ? lm_wp[lm_h] + lm_k : lm_wp[lm_h], lm_wok[lm_h] && lm_k < lm_kk);\n"
-    << "              else for (int lm_e = 0; lm_e < 8; ++lm_e) lm_d[lm_e] = lm_wok[lm_h] && lm_k + lm_e < lm_kk ? lm_wp[lm_h][lm_k + lm_e] : (uint16_t)0;\n"
-    << "            }\n"
-    << "            #pragma unroll\n            for (int lm_h = 0; lm_h < " << XC << "; ++lm_h) {\n"
-    << "              const int lm_q = threadIdx.x + " << kBlockThreads << " * lm_h, lm_ck = lm_q % " << XR << " * 4;\n"
-    << "              const long long lm_k = lm_st * " << kDepth << " + lm_ck;\n"
-    << "              float* lm_d = lm_sx + lm_sg * " << kRows * kPitchX << " + lm_q / " << XR << " * " << kPitchX << " + lm_ck;\n"
-    << "              if (lm_vec) lm_cp_async16(lm_d, lm_xok[lm_h] && lm_k < lm_kk ? lm_xp[lm_h] + lm_k : lm_xp[lm_h], lm_xok[lm_h] && lm_k < lm_kk);\n"
-    << "              else for (int lm_e = 0; lm_e < 4; ++lm_e) lm_d[lm_e] = lm_xok[lm_h] && lm_k + lm_e < lm_kk ? lm_xp[lm_h][lm_k + lm_e] : 0.0f;\n"
-    << "            }\n"
+    << copy_step_tile("lm_sw", "uint16_t", WC, WR, 8, kPitch, kCols * kPitch, "lm_wp", "lm_wok", kDepth, "(uint16_t)0")
+    << copy_step_tile("lm_sx", "float", XC, XR, 4, kPitchX, kRows * kPitchX, "lm_xp", "lm_xok", kDepth, "0.0f")
     << "          }\n"
     << "          lm_cp_async_commit();\n"
     << "        };\n"
