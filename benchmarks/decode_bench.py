@@ -266,6 +266,12 @@ def main():
         return emit({"numpy_sum_gbs": measure_bandwidth_numpy()})
 
     engines = [e.strip() for e in a.engines.split(",") if e.strip()]
+    unknown = [e for e in engines if e not in ("luminal", "pytorch", "llama.cpp")]
+    if unknown:
+        ap.error(f"--engines: unknown {', '.join(unknown)} (known: luminal, pytorch, llama.cpp)")
+    bad_dtypes = [d for d in a.torch_dtypes.split(",") if d.strip() not in ("bf16", "fp32")]
+    if bad_dtypes:
+        ap.error(f"--torch-dtypes: unknown {', '.join(bad_dtypes)} (known: bf16, fp32)")
     here = os.path.abspath(__file__)
     common = ["--model-dir", a.model_dir, "--threads", str(a.threads), "--prompt-tokens", str(a.prompt_tokens),
               "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
