@@ -84,6 +84,32 @@ TEST(CudaCodegen, EveryFixtureModelPlanCompilesWithNvrtc) {
   EXPECT_GT(matmul, 0);
 }
 
+// Two plans that differ in one function compile to modules that differ in one part only: the
+// search's candidates find the rest in the compiled-kernel cache. Every function is in one part.
+TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  build_decoder(g, fixture_config("llama-tiny"), o);
+  PlanKernels k = generate_plan_kernels(compiled(g));
+  ASSERT_GE(k.functions.texts.size(), 12u);
+  for (size_t parts : {1, 3, 8}) {
+    const std::vector<std::string> before = k.module_sources(parts);
+    for (size_t i = 0; i < k.functions.names.size(); ++i) {
+      int holders = 0;
+      for (const std::string& m : before) holders += m.find(k.functions.names[i] + "(") != std::string::npos;
+      EXPECT_EQ(holders, 1) << k.functions.names[i] << " in " << parts << " parts";
+    }
+    PlanKernels other = k;
+    other.functions.names.insert(other.functions.names.begin(), "lm_Extra_0123456789abcdef");
+    other.functions.texts.insert(other.functions.texts.begin(), "extern \"C\" __global__ void lm_Extra_0123456789abcdef() {}\n");
+    const std::vector<std::string> after = other.module_sources(parts);
+    int changed = 0;
+    for (size_t p = 0; p < parts; ++p) changed += before[p] != after[p];
+    EXPECT_EQ(changed, 1) << parts << " parts";
+  }
+}
+
 TEST(CudaCodegen, IdenticalLayersShareFunctions) {
   Graph g;
   DecoderGraphOptions o;

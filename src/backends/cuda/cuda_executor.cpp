@@ -41,10 +41,16 @@ PlanKernels generate_plan_kernels(const Graph& plan) {
   return k;
 }
 
+size_t PlanKernels::part_of(const std::string& function, size_t parts) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: the same part on every machine and run
+  for (unsigned char ch : function) h = (h ^ ch) * 1099511628211ull;
+  return static_cast<size_t>(h % std::max<size_t>(1, parts));
+}
+
 std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
   parts = std::max<size_t>(1, parts);
   std::vector<std::string> out(parts, cuda_prelude());
-  for (size_t i = 0; i < functions.texts.size(); ++i) out[i % parts] += functions.texts[i];
+  for (size_t i = 0; i < functions.texts.size(); ++i) out[part_of(functions.names[i], parts)] += functions.texts[i];
   return out;
 }
 
@@ -53,9 +59,10 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   kernels_ = generate_plan_kernels(graph_);
   find_linear_groups();
   // Parts compile on their own threads (a model's plan is 3.6-4.8 s of NVRTC as one program on
-  // this project's 2-core machine); each is cached on disk on its own.
+  // this project's 2-core machine); each is cached on disk on its own. Their number depends on
+  // the machine, not on the plan, so that similar plans split alike (module_sources).
   const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 8));
-  const size_t parts = std::min(threads, std::max<size_t>(1, kernels_.functions.texts.size() / 6));
+  const size_t parts = kernels_.functions.texts.size() >= 12 ? threads : 1;
   const std::vector<std::string> sources = kernels_.module_sources(parts);
   std::vector<CompiledKernels> compiled(parts);
   std::vector<std::string> errors(parts);
@@ -83,7 +90,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   functions_by_node_.resize(graph_.size());
   std::map<std::string, void*> by_name;
   for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
-    by_name[kernels_.functions.names[i]] = modules_[i % parts]->function(kernels_.functions.names[i]);
+    by_name[kernels_.functions.names[i]] = modules_[PlanKernels::part_of(kernels_.functions.names[i], parts)]->function(kernels_.functions.names[i]);
   for (size_t id = 0; id < graph_.size(); ++id) {
     if (!kernels_.per_node[id]) continue;
     for (const Launch& l : kernels_.per_node[id]->launches) functions_by_node_[id].push_back(by_name.at(l.function));

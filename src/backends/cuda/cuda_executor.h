@@ -27,9 +27,13 @@ namespace luminal::cuda {
 struct PlanKernels {
   FunctionSet functions;
   std::vector<std::optional<NodeKernels>> per_node;  // by node id; none for Input
-  // The functions in `parts` modules of about equal size, each with the prelude: NVRTC runs
-  // one thread per program, so parts compile in parallel. Function i goes to part i % parts.
+  // The functions in `parts` modules, each with the prelude: NVRTC runs one thread per
+  // program, so parts compile in parallel. A function's part follows from its name alone
+  // (part_of), and names follow from the code: two plans that differ in a few functions (the
+  // search's candidates) differ in those functions' parts only, and the other parts are found
+  // in the compiled-kernel cache.
   std::vector<std::string> module_sources(size_t parts) const;
+  static size_t part_of(const std::string& function, size_t parts);
   std::string source() const { return module_sources(1)[0]; }  // all in one module
 };
 PlanKernels generate_plan_kernels(const Graph& plan);
