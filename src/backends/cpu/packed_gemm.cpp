@@ -270,9 +270,16 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
   const Tile& t = job.tile;
   const bool bf16 = g.w_dtype == DType::BF16;
   const size_t es = bf16 ? 2 : 4;
-  const int64_t kcb = block_size(g.k, t.kc, 1), mcb = block_size(i1 - i0, MC, t.mr), ncb = block_size(j1 - j0, NC, t.nr);
+  // With one row block (a prefill of up to MC tokens) each B panel is used by every row panel
+  // right after it is packed and never again: one panel's room serves them all, and the column
+  // block is the whole range, so A is packed once per k block instead of once per NC columns
+  // (perf had packing A at 4-6% of a prefill).
+  const bool stream_b = i1 - i0 <= MC;
+  const int64_t kcb = block_size(g.k, t.kc, 1), mcb = block_size(i1 - i0, MC, t.mr);
+  const int64_t ncb = stream_b ? j1 - j0 : block_size(j1 - j0, NC, t.nr);
   float* ap = scratch(a_buf, static_cast<size_t>(mcb * kcb));
-  float* bp = scratch(b_buf, static_cast<size_t>(ncb * kcb));
+  float* bp = scratch(b_buf, static_cast<size_t>((stream_b ? t.nr : ncb) * kcb));
+  auto panel = [&](int64_t jr, int64_t kc) { return stream_b ? bp : bp + jr * kc; };
   for (int64_t jc = j0; jc < j1; jc += ncb) {
     const int64_t nc = std::min(ncb, j1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += kcb) {
@@ -280,9 +287,9 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
       auto pack_b = [&](int64_t jr) {
         const int nr = static_cast<int>(std::min<int64_t>(t.nr, nc - jr));
         const uint8_t* w = static_cast<const uint8_t*>(g.w) + static_cast<size_t>((jc + jr) * g.ldw + pc) * es;
-        if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, bp + jr * kc, t.nr);
-        else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, bp + jr * kc, t.nr);
-        else pack_b_transposed<false>(w, g.ldw, nr, kc, bp + jr * kc, t.nr);
+        if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        else pack_b_transposed<false>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);
       };
       for (int64_t ic = i0; ic < i1; ic += mcb) {
         const int64_t mc = std::min(mcb, i1 - ic);
@@ -293,7 +300,7 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
           // panel is then still in L1, and its W reads overlap the kernels (few rows: memory-bound).
           if (ic == i0) pack_b(jr);
           for (int64_t ir = 0; ir < mc; ir += t.mr)
-            t.kernel(kc, ap + ir * kc, bp + jr * kc, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
+            t.kernel(kc, ap + ir * kc, panel(jr, kc), g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
                      static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), static_cast<int>(std::min<int64_t>(t.nr, nc - jr)));
         }
       }
