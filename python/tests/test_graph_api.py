@@ -110,6 +110,9 @@ def test_cuda_without_a_gpu_says_why():
     lm.exp(g.input("x", "f32", [4])).output("y")
     with pytest.raises(lm.Error, match="(?i)cuda|driver|gpu"):
         lm.compile(g, backend="cuda")
+    # A search would time its candidates on the GPU: it says so before any work.
+    with pytest.raises(lm.Error, match="the cuda backend cannot run here"):
+        lm.compile(g, backend="cuda", search=2)
     with pytest.raises(lm.Error, match="needs the cuda backend"):
         lm.compile(g, backend="cpu").set_input_device("x", 0, "f32", [4])
 
