@@ -91,11 +91,12 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
                           const std::string& list, const std::string& count);
 // ScaledMatmul with bf16 weights on the tensor cores (cuda_scaled_mma_codegen.cpp), for many rows
 // a batch (an MoE prefill, where each expert's rows are the few tokens that chose it): a block per
-// (batch, tile of 128 columns), grid-stride, lists the batch's rows with a nonzero scale and runs
-// them 64 at a time as a GEMM with mma.sync m16n8k16 (bf16 in, f32 sums). A is split into bf16
-// hi + lo (x to about 2^-17) and multiplied twice, as the prefill's cuBLASLt path does, so sums are
-// f32-faithful. The unlisted rows are zero (`out`, the output's dtype, must be f32). Needs sm_80 (lm_mma_bf16 traps below); nullopt where
-// the weight is not bf16 or the operands are not plain strided with unit stride along k.
+// (batch, tile of `cols` output columns, i.e. weight rows), grid-stride, lists the batch's rows
+// with a nonzero scale and runs them 64 at a time as a GEMM with mma.sync m16n8k16 (bf16 in, f32
+// sums). A is split into bf16 hi + lo (x to about 2^-17) and multiplied twice, as the prefill's
+// cuBLASLt path does, so sums are f32-faithful. The unlisted rows are zero (`out`, the output's
+// dtype, must be f32). Needs sm_80 (lm_mma_bf16 traps below); nullopt where the weight is not
+// bf16 or the operands are not plain strided with unit stride along k.
 // Its schedules (the tuner times them with the GEMV's): a block's weight rows (a multiple of 64),
 // k values a step (a multiple of 32) and shared-memory stages.
 struct ScaledMmaTile {
