@@ -40,6 +40,41 @@ Buffer ProfileInputs::get(const std::string& name, DType t, const std::vector<in
   return Buffer::borrow(t, shape, slot->bytes(), slot);
 }
 
+std::optional<double> time_runs(const Graph& plan, const DimMap& profile_dims, int trials, double timeout_ms, int warmups,
+                                const PlanRunner& runner, ProfileInputs* pool) {
+  DimMap dims = profile_dims;
+  for (const std::string& d : plan.dims()) {
+    if (!dims.count(d)) dims[d] = 16;
+    runner.set_dim(d, dims.at(d));
+  }
+  const std::vector<bool> written = scatter_destinations(plan);
+  for (NodeId id : plan.inputs()) {
+    const Node& n = plan.node(id);
+    std::vector<int64_t> shape;
+    for (const Expr& e : n.shape) shape.push_back(e.eval(dims));
+    runner.set_input(n.name, pool ? pool->get(n.name, n.dtype, shape, written[id]) : ones(n.dtype, shape));
+  }
+  for (int w = 0; w < warmups; ++w) runner.run();
+  std::vector<double> times;
+  for (int t = 0; t < std::max(1, trials); ++t) {
+    auto t0 = std::chrono::steady_clock::now();
+    runner.run();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back(ms);
+    if (t == 0) {
+      if (ms > timeout_ms) return std::nullopt;
+      for (NodeId id : plan.outputs()) {
+        const Buffer out = runner.output(plan.node(id).name);
+        if (!is_float(out.dtype())) continue;
+        for (size_t i = 0; i < out.numel(); ++i)
+          if (!std::isfinite(out.get(i))) return std::nullopt;
+      }
+    }
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 std::optional<double> time_plan(const Graph& whole_plan, const DimMap& profile_dims, int trials, double timeout_ms,
                                 const std::function<void(Interpreter&)>& setup, ProfileInputs* pool) {
   try {
@@ -49,35 +84,10 @@ std::optional<double> time_plan(const Graph& whole_plan, const DimMap& profile_d
     plan.remove_dead();
     Interpreter rt(plan);
     if (setup) setup(rt);
-    DimMap dims = profile_dims;
-    for (const std::string& d : plan.dims())
-      if (!dims.count(d)) dims[d] = 16;
-    for (const auto& [name, value] : dims) rt.set_dim(name, value);
-    const std::vector<bool> written = scatter_destinations(plan);
-    for (NodeId id : plan.inputs()) {
-      const Node& n = plan.node(id);
-      std::vector<int64_t> shape;
-      for (const Expr& e : n.shape) shape.push_back(e.eval(dims));
-      rt.set_input(n.name, pool ? pool->get(n.name, n.dtype, shape, written[id]) : ones(n.dtype, shape));
-    }
-    std::vector<double> times;
-    for (int t = 0; t < std::max(1, trials); ++t) {
-      auto t0 = std::chrono::steady_clock::now();
-      rt.run();
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      times.push_back(ms);
-      if (t == 0) {
-        if (ms > timeout_ms) return std::nullopt;
-        for (NodeId id : plan.outputs()) {
-          const Buffer& out = rt.output(plan.node(id).name);
-          if (!is_float(out.dtype())) continue;
-          for (size_t i = 0; i < out.numel(); ++i)
-            if (!std::isfinite(out.get(i))) return std::nullopt;
-        }
-      }
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    PlanRunner runner{[&](const std::string& d, int64_t v) { rt.set_dim(d, v); },
+                      [&](const std::string& name, const Buffer& b) { rt.set_input(name, b); }, [&] { rt.run(); },
+                      [&](const std::string& name) { return rt.output(name); }};
+    return time_runs(plan, profile_dims, trials, timeout_ms, 0, runner, pool);
   } catch (const std::exception&) {
     return std::nullopt;  // a failing candidate is rejected, not fatal
   }

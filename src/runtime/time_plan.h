@@ -31,4 +31,18 @@ std::optional<double> time_plan(const Graph& plan, const DimMap& dims, int trial
                                 const std::function<void(Interpreter&)>& setup = nullptr,
                                 ProfileInputs* inputs = nullptr);
 
+// What time_runs needs of a runtime that holds `plan` (the interpreter, the CUDA executor).
+struct PlanRunner {
+  std::function<void(const std::string&, int64_t)> set_dim;
+  std::function<void(const std::string&, const Buffer&)> set_input;
+  std::function<void()> run;  // returns once the results are there
+  std::function<Buffer(const std::string&)> output;
+};
+// time_plan's measurement on any runtime, for `plan` with its dead nodes removed: dims and
+// inputs of ones set, `warmups` untimed runs (work a runtime does once: a recorded CUDA graph),
+// then `trials` timed runs; the first timed run rejects the plan when over the timeout or when a
+// float output holds NaN/Inf. Throws what the runtime throws.
+std::optional<double> time_runs(const Graph& plan, const DimMap& dims, int trials, double timeout_ms, int warmups,
+                                const PlanRunner& runner, ProfileInputs* inputs);
+
 }  // namespace luminal
