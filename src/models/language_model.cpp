@@ -12,10 +12,8 @@
 #include "backends/cpu/fused_jit.h"
 #include "core/cache_paths.h"
 #include "backends/cpu/thread_pool.h"
-#include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/cuda_plan_timer.h"
-#include "backends/cuda/nvrtc.h"
 #include "core/error.h"
 #include "models/decoder_graph.h"
 #include "models/model_files.h"
@@ -78,11 +76,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   report("compiling", 0);
   if (opts.backend != "cpu" && opts.backend != "reference" && opts.backend != "cuda")
     throw Error("backend '" + opts.backend + "' is not available (available: cpu, cuda, reference)");
-  if (opts.backend == "cuda") {  // before any work: say at once why the GPU cannot be used
-    std::string why = cuda::unavailable_reason();
-    if (why.empty()) why = cuda::nvrtc_unavailable_reason();
-    if (!why.empty()) throw Error("the cuda backend cannot run here: " + why);
-  }
+  if (opts.backend == "cuda") cuda::require_usable();  // before any work: say at once why the GPU cannot be used
   const bool jit = opts.backend == "cpu" && opts.jit && !jit_disabled_by_env();
   const std::string kernel_dir = opts.kernel_cache_dir.empty() ? default_cache_dir() : opts.kernel_cache_dir;
   if (opts.backend == "cpu") m.pool_ = std::make_unique<cpu::ThreadPool>(opts.threads);

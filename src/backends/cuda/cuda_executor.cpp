@@ -41,6 +41,12 @@ PlanKernels generate_plan_kernels(const Graph& plan) {
   return k;
 }
 
+void require_usable() {
+  std::string why = unavailable_reason();
+  if (why.empty()) why = nvrtc_unavailable_reason();
+  if (!why.empty()) throw Error("the cuda backend cannot run here: " + why);
+}
+
 size_t PlanKernels::part_of(const std::string& function, size_t parts) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: the same part on every machine and run
   for (unsigned char ch : function) h = (h ^ ch) * 1099511628211ull;

@@ -37,6 +37,9 @@ struct PlanKernels {
   std::string source() const { return module_sources(1)[0]; }  // all in one module
 };
 PlanKernels generate_plan_kernels(const Graph& plan);
+// Throws Error("the cuda backend cannot run here: ...") naming what is missing (a driver, a
+// device, NVRTC): for callers that must say so before any work.
+void require_usable();
 
 struct CudaOptions {
   // Linear layers with bf16 weights and at least kLibraryMinRows rows run on the tensor cores

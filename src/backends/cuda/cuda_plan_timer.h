@@ -28,8 +28,8 @@ class CudaPlanTimer {
   ProfileInputs inputs_;
 };
 
-// Makes the search of `opts` time its candidates on the GPU. Call only where the CUDA backend
-// can run (cuda::unavailable_reason() empty).
+// Makes the search of `opts` time its candidates on the GPU. Throws at once, saying why, where
+// the CUDA backend cannot run (require_usable).
 void search_on_cuda(CompileOptions& opts, const std::string& cache_dir);
 
 }  // namespace luminal::cuda
