@@ -519,8 +519,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     // The GEMV's schedules (no weight prefetch: which experts a step reads is known only then),
     // each also with a grid of 4 blocks a multiprocessor: a decode's blocks each list the chosen
     // experts before their units, and fewer blocks, each taking more units, list them less often.
+    const std::vector<DType> dts = {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)};
     auto gemv = [&](const LinearVariant& v, int blocks_per_sm) -> std::optional<Launch> {
-      auto body = strided_linear_body(la, lb, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)}, count_decl, store_v, v, ls);
+      auto body = strided_linear_body(la, lb, dts, count_decl, store_v, v, ls);
       if (!body) return std::nullopt;
       Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
       l.blocks_per_sm = blocks_per_sm;
@@ -532,7 +533,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         for (size_t v = cap ? 0 : 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v], cap));
       // bf16 weights: also the tensor cores' grouped GEMM, for a prefill's many rows.
       for (const ScaledMmaTile& t : kScaledMmaTiles)
-        if (auto mma = scaled_mma_body(la, lb, ls, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2)}, count_decl, store_v, n.dtype, t)) {
+        if (auto mma = scaled_mma_body(la, lb, ls, dts, count_decl, store_v, n.dtype, t)) {
           Launch l{w.finish(*mma, functions), Launch::Grid::Elements, scaled_mma_threads(a, w.in_shape(1).back(), t),
                    Expr(scaled_mma_shared_bytes(t))};
           l.tensor_cores = true;

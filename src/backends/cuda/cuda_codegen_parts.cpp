@@ -61,4 +61,13 @@ std::string shared_scores_softmax() {
          "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n";
 }
 
+std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::string& in) {
+  const size_t r = a->shape.size();
+  std::string s = in + "{ long long lm_rem = lm_b;\n";
+  for (size_t d = r - 2; d-- > 0;)
+    s += in + "  { const long long lm_c = lm_rem % " + c(a->shape[d]) + "; lm_rem /= " + c(a->shape[d]) + "; lm_ao += lm_c * " + c(a->strides[d]) +
+         "; lm_bo += lm_c * " + c(b->strides[d]) + ";" + (scale ? " lm_so += lm_c * " + c(scale->strides[d]) + ";" : "") + " }\n";
+  return s + in + "}\n";
+}
+
 }  // namespace luminal::cuda::gen

@@ -84,6 +84,9 @@ std::string scaled_batches_epilogue(const std::function<std::string(const std::s
 std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
                              const std::string& kloop, const std::string& stores,
                              const std::function<std::string(const std::string&, DType)>& out_store);
+// Batch lm_b's coordinates (the dims before the last two of a's shape) into the offsets lm_ao,
+// lm_bo and, with `scale`, lm_so, each declared before; `in` indents the lines.
+std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::string& in);
 // Appends `idx` to `list` where lm_on holds, in order of idx across the block: a ballot per warp,
 // the warps' counts prefixed by thread 0 onto `count`; `bits` gets the ballots (a bit per idx
 // below `limit`). Every thread of the block runs it (barriers); it needs lm_wcnt[warps].

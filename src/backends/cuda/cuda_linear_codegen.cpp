@@ -61,11 +61,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     // The batch coordinates of b, into both operands' offsets.
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
     << (scale ? "      long long lm_so = " + c(scale->offset) + ";\n" : std::string())
-    << "      { long long lm_rem = lm_b;\n";
-  for (size_t d = r - 2; d-- > 0;)
-    s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * "
-      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << ";" << (scale ? " lm_so += lm_c * " + c(scale->strides[d]) + ";" : "") << " }\n";
-  s << "      }\n"
+    << batch_offsets(a, b, scale, "      ")
     << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
     << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
     << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n"

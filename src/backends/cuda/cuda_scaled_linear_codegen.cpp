@@ -83,11 +83,7 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
     << "      const long long lm_j0 = (lm_live ? lm_tile : 0) * " << C << ";\n"
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ", lm_so = "
     << c(scale->offset) << ";\n"
-    << "      { long long lm_rem = lm_b;\n";
-  for (size_t d = r - 2; d-- > 0;)
-    s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * "
-      << c(a->strides[d]) << "; lm_bo += lm_c * " << c(b->strides[d]) << "; lm_so += lm_c * " << c(scale->strides[d]) << "; }\n";
-  s << "      }\n"
+    << batch_offsets(a, b, scale, "      ")
     // The listing, as the batches' above: a ballot per warp, counts prefixed by thread 0.
     << "      __syncthreads();\n"
     << "      if (threadIdx.x == 0) lm_nr = 0;\n"

@@ -78,11 +78,7 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "  for (long long lm_item = blockIdx.x; lm_item < lm_batches * lm_ctiles; lm_item += gridDim.x) {\n"
     << "    const long long lm_b = lm_item / lm_ctiles, lm_j0 = (lm_item % lm_ctiles) * " << kCols << ";\n"
     << "    long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << ", lm_so = " << c(scale->offset) << ";\n"
-    << "    { long long lm_rem = lm_b;\n";
-  for (size_t d = r - 2; d-- > 0;)
-    s << "      { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_ao += lm_c * " << c(a->strides[d])
-      << "; lm_bo += lm_c * " << c(b->strides[d]) << "; lm_so += lm_c * " << c(scale->strides[d]) << "; }\n";
-  s << "    }\n"
+    << batch_offsets(a, b, scale, "    ")
     << "    const float* lm_X = (const float*)lm_in0 + lm_ao;\n"
     << "    const uint16_t* lm_W = (const uint16_t*)lm_in1 + lm_bo;\n"
     << "    const float* lm_S = (const float*)lm_in2 + lm_so;\n"
