@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
@@ -114,10 +113,7 @@ bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vecto
                          static_cast<size_t>(ws_layout.offset + (x->len - 1) * step) < in[1].buffer().numel();
   if (wt == DType::BF16 && in_bounds) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(in[1].buffer().bytes()) + ws_layout.offset;
-    for (int64_t k = 0; k < x->len; ++k) {
-      const uint32_t u = static_cast<uint32_t>(p[k * step]) << 16;
-      std::memcpy(&w[static_cast<size_t>(k)], &u, 4);
-    }
+    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = bf16_to_f32(p[k * step]);
   } else if (wt == DType::F32 && in_bounds) {
     const float* p = reinterpret_cast<const float*>(in[1].buffer().bytes()) + ws_layout.offset;
     for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = p[k * step];
