@@ -89,27 +89,24 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
   return {s * 1e3, static_cast<double>(N * K) * static_cast<double>(es) / s / 1e9};
 }
 
-// One decode layer's projections of a Qwen3-0.6B-shaped model (q, k, v, o, gate, up, down),
-// 28 layers' worth of distinct bf16 weights (so nothing stays in cache), one GEMV after the
-// other as decode runs them: GB/s over all of them. Small matrices pay the per-call overhead
-// (thread wake-up, row split) that one 4096x4096 GEMV hides.
-Result layer_gemvs(ThreadPool& pool, int reps, bool huge_pages) {
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
-                                                           {3072, 1024}, {3072, 1024}, {1024, 3072}};
-  const int layers = 28;
-  size_t per_layer = 0;
-  for (auto [n, k] : shapes) per_layer += static_cast<size_t>(n * k);
-  Buffer w(DType::BF16, {static_cast<int64_t>(per_layer * layers)});
+// GEMVs one after the other as decode runs them, over `copies` of distinct bf16 weights of
+// `shapes` ([n, k] each, so nothing stays in cache): GB/s over all of them. Small matrices pay
+// the per-call overhead (thread wake-up, row split) that one 4096x4096 GEMV hides.
+Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64_t>>& shapes, int copies, int reps, bool huge_pages) {
+  size_t per_copy = 0;
+  int64_t widest = 0;
+  for (auto [n, k] : shapes) per_copy += static_cast<size_t>(n * k), widest = std::max({widest, n, k});
+  Buffer w(DType::BF16, {static_cast<int64_t>(per_copy * copies)});
   uint16_t* wd = reinterpret_cast<uint16_t*>(w.bytes());
   for (size_t i = 0; i < w.numel(); ++i) wd[i] = f32_to_bf16(static_cast<float>(i % 97) * 0.01f - 0.5f);
   // As models load on this backend: copied into transparent huge pages (runtime/huge_page_arena.h).
   if (huge_pages) w = HugePageArena::create(w.nbytes())->adopt(w);
-  std::vector<float> a(3072, 0.5f), c(3072);
+  std::vector<float> a(static_cast<size_t>(widest), 0.5f), c(static_cast<size_t>(widest));
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     double t0 = now_s();
     const uint16_t* wp = reinterpret_cast<const uint16_t*>(std::as_const(w).bytes());
-    for (int l = 0; l < layers; ++l)
+    for (int l = 0; l < copies; ++l)
       for (auto [n, k] : shapes) {
         weight_gemm({a.data(), k, reinterpret_cast<const uint8_t*>(wp), k, DType::BF16, c.data(), n, 1, n, k}, &pool);
         wp += n * k;
@@ -120,22 +117,11 @@ Result layer_gemvs(ThreadPool& pool, int reps, bool huge_pages) {
   return {s * 1e3, static_cast<double>(w.nbytes()) / s / 1e9};
 }
 
-// One GEMV of a long, narrow weight: a vocabulary head (Qwen3-0.6B's, 151936 x 1024: 311 MB, a
-// quarter of its decode step's reads).
-Result head_gemv(ThreadPool& pool, int64_t n, int64_t k, int reps) {
-  Buffer w(DType::BF16, {n * k});
-  uint16_t* wd = reinterpret_cast<uint16_t*>(w.bytes());
-  for (size_t i = 0; i < w.numel(); ++i) wd[i] = f32_to_bf16(static_cast<float>(i % 97) * 0.01f - 0.5f);
-  std::vector<float> a(static_cast<size_t>(k), 0.5f), c(static_cast<size_t>(n));
-  std::vector<double> times;
-  for (int r = 0; r <= reps; ++r) {
-    double t0 = now_s();
-    weight_gemm({a.data(), k, std::as_const(w).bytes(), k, DType::BF16, c.data(), n, 1, n, k}, &pool);
-    if (r > 0) times.push_back(now_s() - t0);
-  }
-  double s = median(times);
-  return {s * 1e3, static_cast<double>(w.nbytes()) / s / 1e9};
-}
+// A Qwen3-0.6B-shaped decode layer's projections (q, k, v, o, gate, up, down), and its
+// vocabulary head (151936 x 1024: 311 MB, a quarter of a decode step's reads).
+const std::vector<std::pair<int64_t, int64_t>> kQwen3Layer = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
+                                                              {3072, 1024}, {3072, 1024}, {1024, 3072}};
+const std::vector<std::pair<int64_t, int64_t>> kQwen3Head = {{151936, 1024}};
 
 // Prefill: m rows against one 4096×4096 weight (compute-bound, so no rotation).
 double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps) {
@@ -222,12 +208,12 @@ int main(int argc, char** argv) {
                 100 * r.gbps / bw);
   }
   {
-    Result h = head_gemv(pool, 151936, 1024, reps);
+    Result h = stream_gemvs(pool, kQwen3Head, 1, reps, false);
     std::printf("GEMV of a Qwen3-0.6B vocabulary head, 151936x1024 bf16: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n", h.ms, h.gbps,
                 100 * h.gbps / bw);
   }
   for (bool huge : {false, true}) {
-    Result l = layer_gemvs(pool, 2 * reps + 1, huge);
+    Result l = stream_gemvs(pool, kQwen3Layer, 28, 2 * reps + 1, huge);
     std::printf("GEMVs of 28 Qwen3-0.6B layers bf16, %s: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
                 huge ? "huge pages" : "4 KB pages", l.ms, l.gbps, 100 * l.gbps / bw);
   }
