@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "backends/cuda/cuda_codegen_parts.h"
@@ -108,6 +109,35 @@ TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
     for (size_t p = 0; p < parts; ++p) changed += before[p] != after[p];
     EXPECT_EQ(changed, 1) << parts << " parts";
   }
+}
+
+// A plan run with its first schedules only (the search's candidates) keeps every function a
+// launch uses, none that only alternatives used, and still compiles.
+TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
+  PlanKernels k = generate_plan_kernels(compiled(g));
+  std::set<std::string> only_alternatives;
+  for (const auto& n : k.per_node)
+    if (n)
+      for (const Launch& l : n->alternatives) only_alternatives.insert(l.function);
+  for (const auto& n : k.per_node)
+    if (n)
+      for (const Launch& l : n->launches) only_alternatives.erase(l.function);
+  ASSERT_GT(only_alternatives.size(), 10u);  // the GEMV and ScaledMatmul schedules
+  const size_t before = k.functions.names.size();
+  k.drop_alternatives();
+  EXPECT_EQ(k.functions.names.size(), before - only_alternatives.size());
+  const std::set<std::string> kept(k.functions.names.begin(), k.functions.names.end());
+  for (const auto& n : k.per_node) {
+    if (!n) continue;
+    EXPECT_TRUE(n->alternatives.empty());
+    for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
+    if (n->tiled) EXPECT_TRUE(kept.count(n->tiled->function)) << n->tiled->function;
+  }
+  if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
 
 TEST(CudaCodegen, IdenticalLayersShareFunctions) {

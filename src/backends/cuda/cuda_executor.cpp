@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <set>
 #include <thread>
 
 #include "backends/cuda/cublaslt.h"
@@ -53,6 +54,24 @@ size_t PlanKernels::part_of(const std::string& function, size_t parts) {
   return static_cast<size_t>(h % std::max<size_t>(1, parts));
 }
 
+void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
+  for (auto& k : per_node)
+    if (k) extra.push_back(&*k);
+  std::set<std::string> used;
+  for (NodeKernels* k : extra) {
+    k->alternatives.clear();
+    for (const Launch& l : k->launches) used.insert(l.function);
+    if (k->tiled) used.insert(k->tiled->function);
+  }
+  FunctionSet kept;
+  for (size_t i = 0; i < functions.names.size(); ++i)
+    if (used.count(functions.names[i])) {
+      kept.names.push_back(functions.names[i]);
+      kept.texts.push_back(functions.texts[i]);
+    }
+  functions = std::move(kept);
+}
+
 std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
   parts = std::max<size_t>(1, parts);
   std::vector<std::string> out(parts, cuda_prelude());
@@ -62,8 +81,14 @@ std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
 
 CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options)
     : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
+  read_env_options();
   kernels_ = generate_plan_kernels(graph_);
   find_linear_groups();
+  if (!options_.tune_variants && options_.force_variant < 0) {
+    std::vector<NodeKernels*> groups;
+    for (LinearGroup& g : groups_) groups.push_back(&g.kernels);
+    kernels_.drop_alternatives(groups);
+  }
   // Parts compile on their own threads (a model's plan is 3.6-4.8 s of NVRTC as one program on
   // this project's 2-core machine); each is cached on disk on its own. Their number depends on
   // the machine, not on the plan, so that similar plans split alike (module_sources).
@@ -107,6 +132,11 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     g.function = by_name.at(g.kernels.launches[0].function);
     for (const Launch& l : g.kernels.alternatives) g.alternatives.push_back(by_name.at(l.function));
   }
+  graph_dims_ = graph_.dims();
+  dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
+}
+
+void CudaExecutor::read_env_options() {
   const char* env = std::getenv("LUMINAL_CUBLASLT");
   cublaslt_ = cublaslt_unavailable_reason().empty() && !(env && std::string(env) == "0");
   const char* bf16 = std::getenv("LUMINAL_CUDA_BF16_ACTIVATIONS");
@@ -119,8 +149,6 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   if (overlap) options_.overlap_launches = std::string(overlap) != "0";
   if (const char* v = std::getenv("LUMINAL_CUDA_VARIANT")) options_.force_variant = std::max(0, std::atoi(v));  // for profiling one
   if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
-  graph_dims_ = graph_.dims();
-  dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
 }
 
 void CudaExecutor::clear_graphs() {

@@ -35,6 +35,10 @@ struct PlanKernels {
   std::vector<std::string> module_sources(size_t parts) const;
   static size_t part_of(const std::string& function, size_t parts);
   std::string source() const { return module_sources(1)[0]; }  // all in one module
+  // Forgets every node's alternatives (and `extra`'s, the linear groups') and the functions
+  // only they used: a plan whose schedules are never tuned (the search's candidates, timed with
+  // their first schedules) compiles a tenth of the code, the GEMVs' many schedules gone.
+  void drop_alternatives(std::vector<NodeKernels*> extra = {});
 };
 PlanKernels generate_plan_kernels(const Graph& plan);
 // Throws Error("the cuda backend cannot run here: ...") naming what is missing (a driver, a
@@ -188,6 +192,8 @@ class CudaExecutor {
   };
   std::vector<LinearGroup> groups_;
   std::map<NodeId, size_t> group_of_member_, group_of_weight_;
+  // The LUMINAL_CUDA_* environment overrides of options_ (they decide what is compiled).
+  void read_env_options();
   void find_linear_groups();
   bool group_usable(const LinearGroup& g);
   void run_group(LinearGroup& g, DevicePtr activations, bool capturing);
