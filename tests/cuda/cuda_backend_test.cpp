@@ -135,9 +135,13 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (!n) continue;
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
-    if (n->tiled) EXPECT_TRUE(kept.count(n->tiled->function)) << n->tiled->function;
+    for (const std::optional<Launch>& l : {n->tiled, n->tiled_mma}) {
+      if (l) EXPECT_TRUE(kept.count(l->function)) << l->function;
+    }
   }
-  if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+  if (have_nvrtc()) {
+    EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+  }
 }
 
 TEST(CudaCodegen, IdenticalLayersShareFunctions) {
@@ -537,6 +541,69 @@ TEST(CudaBackend, LinearLayerOnTensorCores) {
           // The split holds each activation to 2^-17; f32 sums add a few ulps.
           ASSERT_NEAR(y.get(i * 40 + j), want, 2e-5 * scale + 1e-6) << "m=" << m << " bf16=" << bf16 << " (" << i << ", " << j << ")";
         }
+    }
+  }
+}
+
+// Grouped-query causal attention over a cache slice, as the decoder builds it (two query heads
+// per KV head in the rows of one batch entry).
+Graph prefill_attention_graph(int64_t d) {
+  Graph g;
+  Expr seq = Expr::var("seq"), past = Expr::var("past"), total = past + seq, z = Expr::index();
+  Tensor q = input(g, "q", DType::F32, {2, seq * 2, d});
+  Tensor kc = input(g, "k", DType::F32, {2, 512, d}), vc = input(g, "v", DType::F32, {2, 512, d});
+  Tensor k = slice(kc, 1, 0, total), v = slice(vc, 1, 0, total);
+  Tensor causal = reshape(cast(iota(g, lt(z % total, z / total + past + 1), seq * total), DType::Bool), {seq, total});
+  Tensor scores = matmul(q, transpose(k, 1, 2)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor masked = where(causal, reshape(scores, {2, 2, seq, total}), -std::numeric_limits<double>::infinity());
+  matmul(reshape(softmax(masked, -1), {2, seq * 2, total}), v).output("out");
+  return g;
+}
+
+// Without a GPU: the plan's Attention has a tensor-core tiled kernel, and it compiles.
+TEST(CudaCodegen, PrefillAttentionHasATensorCoreKernel) {
+  for (int64_t d : {64, 128}) {
+    PlanKernels k = generate_plan_kernels(compiled(prefill_attention_graph(d)));
+    int mma = 0;
+    for (const auto& n : k.per_node) mma += n && n->tiled_mma && n->tiled_mma->tensor_cores;
+    EXPECT_EQ(mma, 1) << "d=" << d;
+    if (have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", "")) << "d=" << d;
+    }
+  }
+}
+
+// The tiled prefill kernels, on the tensor cores and on CUDA cores, against the reference: row
+// counts below, at and past a 64-row tile, keys past the rows (a cached prefix). The tensor-core
+// products split f32 into bf16 hi + lo (about 2^-16 a product), so the tolerance is wider than
+// the CUDA cores' exact products need.
+TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (int64_t d : {64, 128}) {
+    Graph g = prefill_attention_graph(d);
+    Graph plan = compiled(g);
+    ASSERT_EQ(count_kernels(plan, "Attention"), 1);
+    for (bool tc : {true, false}) {
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc});
+      for (auto [seq, past] : {std::pair<int64_t, int64_t>{8, 0}, {37, 5}, {64, 0}, {130, 3}, {200, 56}}) {
+        Interpreter ref(g);
+        std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, d}, 21)},
+                                         {"k", testing::random_buffer(DType::F32, {2, 512, d}, 22)},
+                                         {"v", testing::random_buffer(DType::F32, {2, 512, d}, 23)}};
+        for (auto& [name, b] : in) {
+          ref.set_input(name, b);
+          cuda.set_input(name, b);
+        }
+        ref.set_dim("seq", seq), ref.set_dim("past", past);
+        cuda.set_dim("seq", seq), cuda.set_dim("past", past);
+        ref.run();
+        cuda.run();
+        Buffer want = ref.output("out"), got = cuda.output("out");
+        ASSERT_EQ(want.shape(), got.shape());
+        double worst = 0;
+        for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
+        EXPECT_LE(worst, tc ? 2e-4 : 2e-5) << "d=" << d << " tensor cores " << tc << " seq=" << seq << " past=" << past;
+      }
     }
   }
 }

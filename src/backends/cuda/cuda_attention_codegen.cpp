@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "backends/cuda/cuda_attention_parts.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cpu/fused_codegen.h"
@@ -62,6 +63,8 @@ std::string base_index(const ViewLayer& l, size_t r, const std::string& key_coor
   return b;
 }
 
+}  // namespace
+
 // lm_shape_of(d): the batch dims' sizes, for splitting the batch index into coordinates lm_bc.
 std::string batch_shape_fn(const ViewLayer& k, size_t r) {
   std::string f = "  auto lm_shape_of = [&](int lm_d) -> long long {\n    switch (lm_d) {\n";
@@ -91,14 +94,14 @@ std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys) {
 // cache is f32 with unit stride and the row is aligned). Rows past the keys are zeros; rows the
 // view masks hold its pad value.
 std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim,
-                                const std::string& head_stride, const std::string& len, const std::string& pad) {
+                                const std::string& head_stride, const std::string& len, const std::string& pad, const std::string& row_stride) {
   const bool vec = t == DType::F32 && l.strides[head_dim].is_const(1);
   std::ostringstream s;
   s << "    for (int lm_kk = threadIdx.x >> 5; lm_kk < lm_BN; lm_kk += blockDim.x >> 5) {\n"
     << "      const long long lm_key = lm_k0 + lm_kk;\n"
     << "      const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " << valid_cond(l, r, head_dim, "lm_key", key_dim) << ";\n"
     << "      const long long lm_rb = lm_ok ? " << base_index(l, r, "lm_key", key_dim, head_dim) << " : 0;\n"
-    << "      float* lm_dst = lm_kv + lm_kk * lm_W;\n"
+    << "      float* lm_dst = lm_kv + lm_kk * " << row_stride << ";\n"
     << "      for (int lm_p = (threadIdx.x & 31) * 4; lm_p < " << len << "; lm_p += 128) {\n";
   if (vec)
     s << "        if (lm_ok && lm_p + 4 <= " << len << " && ((lm_rb + lm_p) & 3) == 0) {\n"
@@ -111,12 +114,6 @@ std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer
   return s.str();
 }
 
-// Keys and values that are one strided layer each (a mask may limit the key and batch dims,
-// never the head dim), of float types: what both attention kernels need.
-struct StridedKv {
-  const ViewLayer *k, *v;
-  size_t r;
-};
 std::optional<StridedKv> strided_kv(const Node& n, const std::vector<DType>& dt) {
   const ViewLayer* k = plain_layer(n.inputs[1].view);
   const ViewLayer* v = plain_layer(n.inputs[2].view);
@@ -133,8 +130,6 @@ std::string batch_coords(size_t r) {
          std::to_string(static_cast<long>(r) - 3) +
          "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n";
 }
-
-}  // namespace
 
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
 // length; a mask may limit the key and batch dims, never the head dim). One block per group of
@@ -453,7 +448,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "        lm_any |= lm_vis[lm_a][lm_i];\n      }\n"
     // Also the barrier that lets this tile overwrite the last one's shared memory.
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
-    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]))
+    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]), "lm_W")
     << "    __syncthreads();\n"
     << "    float lm_s[lm_RT][4];\n"
     << "    #pragma unroll\n    for (int lm_a = 0; lm_a < lm_RT; ++lm_a) lm_s[lm_a][0] = lm_s[lm_a][1] = lm_s[lm_a][2] = lm_s[lm_a][3] = 0.0f;\n"
@@ -484,7 +479,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "      lm_l[lm_a] = __fmaf_rn(lm_l[lm_a], lm_alpha, lm_sum);\n      lm_m[lm_a] = lm_mn;\n"
     << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] *= lm_alpha;\n    }\n"
     << "    __syncthreads();\n"
-    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]))
+    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]), "lm_W")
     << "    __syncthreads();\n"
     << "    const float* lm_p0 = lm_ps + (lm_RT * lm_rg) * lm_BN;\n"
     << "    for (int lm_kk = 0; lm_kk < lm_BN; ++lm_kk) {\n"

@@ -574,6 +574,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.tiled_rows = seq;
         r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
+        if (auto mma = tiled_attention_mma(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+          r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n));
+          r.tiled_mma->tensor_cores = true;
+        }
       }
       return r;
     }

@@ -72,6 +72,9 @@ struct NodeKernels {
   // (8 for Qwen3-30B-A3B), and four blocks over a long cache take 160 µs where the split
   // launches take 10.
   std::optional<Launch> tiled;
+  // The same on the tensor cores (Launch::tensor_cores), taken instead where the executor
+  // offers tensor-core schedules.
+  std::optional<Launch> tiled_mma;
   Expr tiled_rows = Expr(0), tiled_keys = Expr(0);
   int64_t tiled_min_rows = 0;
 };

@@ -134,5 +134,11 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 constexpr int kTiledRows = 64, kTiledKeys = 64, kTiledMaxHeadDim = 256, kTiledMinRows = 8;
 std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
 Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
+// The same on the tensor cores (cuda_attention_mma_codegen.cpp), for key head dims that are
+// multiples of 16 and value head dims that are multiples of 8 up to kTiledMmaMaxValueDim (its
+// outputs live in registers).
+constexpr int kTiledMmaMaxValueDim = 128;
+std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+Expr tiled_attention_mma_shared_bytes(const Node& n);  // only where tiled_attention_mma gave a kernel
 
 }  // namespace luminal::cuda::gen

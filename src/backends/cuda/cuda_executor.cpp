@@ -62,6 +62,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     k->alternatives.clear();
     for (const Launch& l : k->launches) used.insert(l.function);
     if (k->tiled) used.insert(k->tiled->function);
+    if (k->tiled_mma) used.insert(k->tiled_mma->function);
   }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
@@ -126,6 +127,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (!kernels_.per_node[id]) continue;
     for (const Launch& l : kernels_.per_node[id]->launches) functions_by_node_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->tiled) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled->function));
+    if (kernels_.per_node[id]->tiled_mma) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma->function));
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
   }
   for (LinearGroup& g : groups_) {
@@ -549,7 +551,9 @@ void CudaExecutor::run() {
     }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
     if (k.tiled && use_tiled(k)) {  // a prefill's attention: one launch
-      launch(*k.tiled, k, functions_by_node_[id].back(), out.ptr, in);
+      const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma
+      if (k.tiled_mma && offered(*k.tiled_mma)) launch(*k.tiled_mma, k, functions_by_node_[id][tiled_at + 1], out.ptr, in);
+      else launch(*k.tiled, k, functions_by_node_[id][tiled_at], out.ptr, in);
     } else {
       size_t first = 0;
       std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0

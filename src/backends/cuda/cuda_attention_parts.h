@@ -1,0 +1,35 @@
+#pragma once
+// Pieces of generated attention code that the CUDA-core and the tensor-core kernels share
+// (cuda_attention_codegen.cpp, cuda_attention_mma_codegen.cpp).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace luminal::cuda::gen {
+
+// Keys and values that are one strided layer each (a mask may limit the key and batch dims,
+// never the head dim), of float types: what the tiled attention kernels need.
+struct StridedKv {
+  const ViewLayer *k, *v;
+  size_t r;
+};
+std::optional<StridedKv> strided_kv(const Node& n, const std::vector<DType>& dt);
+
+// lm_shape_of(d): the batch dims' sizes, for splitting the batch index into coordinates lm_bc.
+std::string batch_shape_fn(const ViewLayer& k, size_t r);
+// lm_bc: the batch coordinates of batch index lm_b (through lm_shape_of).
+std::string batch_coords(size_t r);
+
+// The mask (input 3) at (query row, key): lm_mask_row(row) gives a row's base once, then
+// lm_mask_at(base, key) reads one element.
+std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys);
+
+// Loads a tile of kTiledKeys key (or value) rows, from lm_k0 on, into lm_kv with rows
+// `row_stride` floats apart: a warp per row, each lane four consecutive head-dim elements.
+// Rows past the keys are zeros; rows the view masks hold `pad`.
+std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim,
+                                const std::string& head_stride, const std::string& len, const std::string& pad, const std::string& row_stride);
+
+}  // namespace luminal::cuda::gen
