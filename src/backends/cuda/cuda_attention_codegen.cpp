@@ -39,6 +39,7 @@ std::optional<Expr> mask_key_stride(const View& mask, const Expr& keys) {
   return bottom.strides.back();
 }
 
+}  // namespace
 
 // The condition that element (batch coords lm_bc, key) of a layer passes its mask (dims other
 // than `skip`; the key's coordinate is `key_coord` on `key_dim`).
@@ -62,8 +63,6 @@ std::string base_index(const ViewLayer& l, size_t r, const std::string& key_coor
   }
   return b;
 }
-
-}  // namespace
 
 // lm_shape_of(d): the batch dims' sizes, for splitting the batch index into coordinates lm_bc.
 std::string batch_shape_fn(const ViewLayer& k, size_t r) {

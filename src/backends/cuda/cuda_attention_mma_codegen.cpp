@@ -15,11 +15,13 @@ using namespace luminal::cpu::codegen;
 
 namespace {
 
-// Row strides in shared memory, in floats. q and k fragments are read as float2 at
-// (row g, column 2·tq): a stride of 8 (mod 32) puts a half-warp's 16 reads in 32 different
-// banks. v fragments are read one float at (key 2·tq, column g): a stride of 4 (mod 32) does.
-int64_t qk_stride(int64_t dk) { return dk + 8; }
-int64_t v_stride(int64_t dv) { return dv + 4; }
+// Shared memory holds q, one key tile and one value tile as bf16 hi and lo parts, split once
+// when they arrive (not by every warp that reads them), as 32-bit words of two bf16 values:
+// the mma operands' registers. Row strides in words: q and k rows are read at word
+// (row g, tq), values transposed ([column][key]) at (column g, tq); a stride of 4 (mod 32)
+// words puts a warp's 32 reads in 32 banks.
+int64_t qk_words(int64_t dk) { return dk / 2 + 4; }
+constexpr int64_t kVtWords = kTiledKeys / 2 + 4;
 
 struct MmaDims {
   int64_t dk, dv;
@@ -30,6 +32,71 @@ std::optional<MmaDims> mma_dims(const Node& n, const StridedKv& kv) {
   const std::optional<int64_t> dk = n.inputs[0].view.shape()[r - 1].as_const(), dv = kv.v->shape[r - 1].as_const();
   if (!dk || !dv || *dk % 16 != 0 || *dv % 8 != 0 || *dk > kTiledMaxHeadDim || *dv > kTiledMmaMaxValueDim) return std::nullopt;
   return MmaDims{*dk, *dv};
+}
+
+// Words of the shared layout: q hi and lo, k hi and lo (at the end the second key half's
+// outputs, [BM][DV + 4] floats), vᵀ hi and lo, then [2][BM] floats of row statistics.
+int64_t k_area_words(const MmaDims& d) { return std::max(2 * kTiledKeys * qk_words(d.dk), kTiledRows * (d.dv + 4)); }
+
+// Element (key lm_key, head-dim index `at`) of a key or value tile as a float: zero past the
+// keys, the view's pad value where it masks the key. Needs lm_here, lm_ok and lm_rb.
+std::string tile_element(const std::string& ptr, DType t, const std::string& at, const std::string& head_stride, const std::string& pad) {
+  return "(!lm_here ? 0.0f : lm_ok ? (float)" + load(t, ptr + "[lm_rb + (" + at + ") * " + head_stride + "]") + " : (float)" + pad + ")";
+}
+
+// The per-key part of a tile element's address: lm_here, lm_ok and lm_rb for key lm_k0 + `kk`.
+std::string tile_key(const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim, const std::string& kk) {
+  return "        const long long lm_key = lm_k0 + " + kk + ";\n        const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " +
+         valid_cond(l, r, head_dim, "lm_key", key_dim) + ";\n        const long long lm_rb = lm_ok ? " +
+         base_index(l, r, "lm_key", key_dim, head_dim) + " : 0;\n";
+}
+
+// The index of q's element (row lm_q, 0), where element (row, p < dk) is that plus p: every layer
+// has dk as its last dim, with stride 1 and no mask, and every layer above the bottom one (which
+// addresses memory) has its offset and other strides multiples of dk. Then a thread finds a row
+// once, not once per element through q's loader (its 64-bit divisions took longer than the
+// tiles of a short causal row did).
+std::optional<Expr> q_row_index(const View& v, int64_t dk) {
+  const IndexExprs ix = v.flat_index();
+  if (!ix.valid.is_const(1)) return std::nullopt;
+  const std::vector<ViewLayer>& layers = v.layers();
+  const Expr w(dk);
+  auto multiple = [&](const Expr& e) { return provably_equal((e / w) * w, e); };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const ViewLayer& l = layers[i];
+    if (l.shape.empty()) return std::nullopt;
+    const size_t last = l.shape.size() - 1;
+    if (!l.shape[last].is_const(dk) || !l.strides[last].is_const(1) || l.dim_masked(last)) return std::nullopt;
+    if (i == 0) continue;
+    if (!multiple(l.offset)) return std::nullopt;
+    for (size_t d = 0; d < last; ++d)
+      if (!multiple(l.strides[d])) return std::nullopt;
+  }
+  return ix.index.substitute_index(Expr::index() * w).simplify();
+}
+
+// q's tile as bf16 hi and lo words: through q_row_index where it applies (four threads a row),
+// else through q's loader, element by element.
+std::string q_tile(const Node& n, DType t, int64_t dk) {
+  std::ostringstream s;
+  if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk)) {
+    s << "  {\n    const int lm_row = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
+      << "    const bool lm_in = lm_r0 + lm_row < lm_seq;\n"
+      << "    const long long lm_q = lm_b * lm_seq + lm_r0 + lm_row, lm_qb = lm_in ? " << c(*row) << " : 0;\n"
+      << "    const " << storage_type(t) << "* lm_Q = (const " << storage_type(t) << "*)lm_in0 + lm_qb;\n"
+      << "    #pragma unroll 4\n    for (int lm_j = 0; lm_j < lm_DK / 8; ++lm_j) {\n"
+      << "      const int lm_pp = lm_p0 + 4 * lm_j;\n"
+      << "      lm_split_bf16(lm_in ? (float)" << load(t, "lm_Q[2 * lm_pp]") << " : 0.0f, lm_in ? (float)" << load(t, "lm_Q[2 * lm_pp + 1]")
+      << " : 0.0f, lm_qhi[lm_row * lm_QPW + lm_pp], lm_qlo[lm_row * lm_QPW + lm_pp]);\n    }\n  }\n";
+    return s.str();
+  }
+  s << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK / 2; lm_i += blockDim.x) {\n"
+    << "    const int lm_row = lm_i / (lm_DK / 2), lm_pp = lm_i - lm_row * (lm_DK / 2);\n"
+    << "    const long long lm_at = (lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + 2 * lm_pp;\n"
+    << "    const bool lm_in = lm_r0 + lm_row < lm_seq;\n"
+    << "    lm_split_bf16(lm_in ? (float)lm_ld0(lm_at) : 0.0f, lm_in ? (float)lm_ld0(lm_at + 1) : 0.0f, lm_qhi[lm_row * lm_QPW + lm_pp], "
+       "lm_qlo[lm_row * lm_QPW + lm_pp]);\n  }\n";
+  return s.str();
 }
 
 }  // namespace
@@ -43,7 +110,9 @@ std::optional<MmaDims> mma_dims(const Node& n, const StridedKv& kv) {
 //
 // f32 operands are split into bf16 hi + lo and multiplied three times (hi·hi + hi·lo + lo·hi),
 // which keeps each product to about 2^-16 of its size; the CUDA-core kernel's products are
-// exact. Masks, padding and the tile skipping follow the CUDA-core kernel.
+// exact. Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and
+// values are each read in one batch of loads per thread (all in flight at once), then split
+// into shared memory; two blocks share an SM, so one computes while the other loads.
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
@@ -54,22 +123,25 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
   const size_t r = kv->r;
   const DType t = dt[0];
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]), vpad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
   std::ostringstream s;
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  extern __shared__ float lm_sh[];\n"
-    << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ", lm_QW = " << qk_stride(d->dk) << ", lm_VW = " << v_stride(d->dv)
-    << ", lm_KVW = " << std::max(qk_stride(d->dk), v_stride(d->dv)) << ";\n"
-    << "  constexpr int lm_BM = 64, lm_BN = 64, lm_NT = lm_DV / 8;\n"
-    << "  float* lm_qs = lm_sh;                    // [BM][QW]\n"
-    << "  float* lm_kv = lm_qs + lm_BM * lm_QW;     // [BN][QW] keys, then [BN][VW] values; at the end [BM][VW] outputs\n"
-    << "  float* lm_red = lm_kv + lm_BN * lm_KVW;   // [2][BM]: each key half's row maxima, at the end partial sums\n"
+    << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ", lm_QPW = " << qk_words(d->dk) << ", lm_VPW = " << kVtWords << ";\n"
+    << "  constexpr int lm_BM = 64, lm_BN = 64, lm_NT = lm_DV / 8, lm_OW = lm_DV + 4;\n"
+    << "  constexpr int lm_KI = lm_DK / 8, lm_VI = lm_DV / 8;  // pairs a thread loads per tile\n"
+    << "  unsigned* lm_qhi = (unsigned*)lm_sh;            // [BM][QPW]\n"
+    << "  unsigned* lm_qlo = lm_qhi + lm_BM * lm_QPW;\n"
+    << "  unsigned* lm_khi = lm_qlo + lm_BM * lm_QPW;      // [BN][QPW]; at the end [BM][OW] floats\n"
+    << "  unsigned* lm_klo = lm_khi + lm_BN * lm_QPW;\n"
+    << "  unsigned* lm_vhi = lm_khi + " << k_area_words(*d) << ";  // [DV][VPW]: values transposed\n"
+    << "  unsigned* lm_vlo = lm_vhi + lm_DV * lm_VPW;\n"
+    << "  float* lm_red = (float*)(lm_vlo + lm_DV * lm_VPW);  // [2][BM]: each key half's row maxima, at the end partial sums\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
     << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
     << batch_coords(r)
-    << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK; lm_i += blockDim.x) {\n"
-    << "    const int lm_row = lm_i / lm_DK, lm_p = lm_i - lm_row * lm_DK;\n"
-    << "    lm_qs[lm_row * lm_QW + lm_p] = lm_r0 + lm_row < lm_seq ? (float)lm_ld0((lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + lm_p) : 0.0f;\n  }\n"
+    << q_tile(n, t, d->dk)
     // Lane (g, tq) of warp (rg, kh) holds rows ra and ra + 8 of the tile, and in each of its
     // four score tiles j the keys 32·kh + 8·j + 2·tq and the one after.
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_g = lm_lane >> 2, lm_tq = lm_lane & 3;\n"
@@ -94,26 +166,37 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_any |= lm_vis[lm_j][lm_e];\n      }\n"
     // Also the barrier that lets this tile overwrite the last one's shared memory.
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
-    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]), "lm_QW")
+    // Keys: four lanes per key, each every fourth pair of head-dim elements (a warp's load reads
+    // whole 32-byte sectors of eight keys). Values: eight lanes per pair of keys, each every
+    // eighth column; stored transposed, one word per part. One address per key a thread reads.
+    << "    {\n      float lm_x[lm_KI][2];\n      const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
+    << tile_key(*k, r, r - 1, r - 2, "lm_kk")
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j) {\n"
+    << "        lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
+    << "        lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n      }\n"
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j)\n"
+    << "        lm_split_bf16(lm_x[lm_j][0], lm_x[lm_j][1], lm_khi[lm_kk * lm_QPW + lm_p0 + 4 * lm_j], lm_klo[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]);\n    }\n"
+    << "    {\n      float lm_x[lm_VI][2];\n      const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
+    << "      #pragma unroll\n      for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
+    << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h")
+    << "        #pragma unroll\n        for (int lm_j = 0; lm_j < lm_VI; ++lm_j) lm_x[lm_j][lm_h] = "
+    << tile_element("lm_V", dt[2], "lm_c0 + 8 * lm_j", "lm_vsj", vpad) << ";\n      }\n"
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_VI; ++lm_j)\n"
+    << "        lm_split_bf16(lm_x[lm_j][0], lm_x[lm_j][1], lm_vhi[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp], lm_vlo[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]);\n    }\n"
     << "    __syncthreads();\n"
     << "    float lm_s[4][4];\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
-    << "    {\n"
-    << "      const float* lm_qa = lm_qs + lm_ra * lm_QW + 2 * lm_tq;\n"
-    << "      const float* lm_kr = lm_kv + (32 * lm_kh + lm_g) * lm_QW + 2 * lm_tq;\n"
-    << "      #pragma unroll 2\n"
-    << "      for (int lm_p = 0; lm_p < lm_DK; lm_p += 16) {\n"
-    << "        unsigned lm_ah[4], lm_al[4];\n"
-    << "        #pragma unroll\n        for (int lm_x = 0; lm_x < 4; ++lm_x) {\n"
-    << "          const float2 lm_q = *(const float2*)(lm_qa + (lm_x & 1) * 8 * lm_QW + lm_p + (lm_x >> 1) * 8);\n"
-    << "          lm_split_bf16(lm_q.x, lm_q.y, lm_ah[lm_x], lm_al[lm_x]);\n        }\n"
-    << "        #pragma unroll\n        for (int lm_j = 0; lm_j < 4; ++lm_j) {\n"
-    << "          unsigned lm_bh[2], lm_bl[2];\n"
-    << "          const float2 lm_k0v = *(const float2*)(lm_kr + 8 * lm_j * lm_QW + lm_p), lm_k1v = *(const float2*)(lm_kr + 8 * lm_j * lm_QW + lm_p + 8);\n"
-    << "          lm_split_bf16(lm_k0v.x, lm_k0v.y, lm_bh[0], lm_bl[0]);\n"
-    << "          lm_split_bf16(lm_k1v.x, lm_k1v.y, lm_bh[1], lm_bl[1]);\n"
-    << "          lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n          lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n          lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
-    << "        }\n      }\n    }\n"
+    << "    #pragma unroll 2\n"
+    << "    for (int lm_pw = 0; lm_pw < lm_DK / 2; lm_pw += 8) {\n"
+    << "      unsigned lm_ah[4], lm_al[4];\n"
+    << "      #pragma unroll\n      for (int lm_x = 0; lm_x < 4; ++lm_x) {\n"
+    << "        const int lm_w = (lm_ra + 8 * (lm_x & 1)) * lm_QPW + lm_pw + lm_tq + 4 * (lm_x >> 1);\n"
+    << "        lm_ah[lm_x] = lm_qhi[lm_w];\n        lm_al[lm_x] = lm_qlo[lm_w];\n      }\n"
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < 4; ++lm_j) {\n"
+    << "        const int lm_w = (32 * lm_kh + 8 * lm_j + lm_g) * lm_QPW + lm_pw + lm_tq;\n"
+    << "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
+    << "        lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
+    << "      }\n    }\n"
     // Scale and mask; each row's max over this warp's keys (its quad of lanes), then over both
     // key halves through shared memory.
     << "    float lm_tmax[2] = {lm_ninf, lm_ninf};\n"
@@ -139,9 +222,6 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_l[lm_e >> 1] += lm_s[lm_j][lm_e];\n      }\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
     << "      lm_o[lm_j][0] *= lm_alpha[0]; lm_o[lm_j][1] *= lm_alpha[0]; lm_o[lm_j][2] *= lm_alpha[1]; lm_o[lm_j][3] *= lm_alpha[1];\n    }\n"
-    << "    __syncthreads();\n"
-    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]), "lm_VW")
-    << "    __syncthreads();\n"
     // out += p·v over this warp's 32 keys: two k16 steps, score tiles 2·ks and 2·ks + 1 as A.
     << "    #pragma unroll\n    for (int lm_ks = 0; lm_ks < 2; ++lm_ks) {\n"
     << "      unsigned lm_ph[4], lm_pl[4];\n"
@@ -149,22 +229,21 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "      lm_split_bf16(lm_s[2 * lm_ks][2], lm_s[2 * lm_ks][3], lm_ph[1], lm_pl[1]);\n"
     << "      lm_split_bf16(lm_s[2 * lm_ks + 1][0], lm_s[2 * lm_ks + 1][1], lm_ph[2], lm_pl[2]);\n"
     << "      lm_split_bf16(lm_s[2 * lm_ks + 1][2], lm_s[2 * lm_ks + 1][3], lm_ph[3], lm_pl[3]);\n"
-    << "      const float* lm_vr = lm_kv + (32 * lm_kh + 16 * lm_ks + 2 * lm_tq) * lm_VW + lm_g;\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
-    << "        unsigned lm_bh[2], lm_bl[2];\n"
-    << "        lm_split_bf16(lm_vr[8 * lm_j], lm_vr[lm_VW + 8 * lm_j], lm_bh[0], lm_bl[0]);\n"
-    << "        lm_split_bf16(lm_vr[8 * lm_VW + 8 * lm_j], lm_vr[9 * lm_VW + 8 * lm_j], lm_bh[1], lm_bl[1]);\n"
+    << "        const int lm_w = (8 * lm_j + lm_g) * lm_VPW + 16 * lm_kh + 8 * lm_ks + lm_tq;\n"
+    << "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
     << "        lm_mma_bf16(lm_o[lm_j], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bl);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bh);\n"
     << "      }\n    }\n  }\n"
     // The key halves' partial sums and outputs: the second half's through shared memory.
     << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
     << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 1);\n"
     << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 2);\n  }\n"
+    << "  float* lm_ox = (float*)lm_khi;\n"
     << "  __syncthreads();\n"
     << "  if (lm_kh == 1) {\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e)\n"
-    << "        lm_kv[(lm_ra + 8 * (lm_e >> 1)) * lm_VW + 8 * lm_j + 2 * lm_tq + (lm_e & 1)] = lm_o[lm_j][lm_e];\n"
+    << "        lm_ox[(lm_ra + 8 * (lm_e >> 1)) * lm_OW + 8 * lm_j + 2 * lm_tq + (lm_e & 1)] = lm_o[lm_j][lm_e];\n"
     << "    if (lm_tq == 0) { lm_red[lm_ra] = lm_l[0]; lm_red[lm_ra + 8] = lm_l[1]; }\n  }\n"
     << "  __syncthreads();\n"
     << "  if (lm_kh == 1) return;\n"
@@ -176,7 +255,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 2; ++lm_e) {\n"
     << "        const int lm_col = 8 * lm_j + 2 * lm_tq + lm_e;\n"
-    << "        const float lm_x = (lm_o[lm_j][2 * lm_a + lm_e] + lm_kv[lm_rt * lm_VW + lm_col]) * lm_inv;\n"
+    << "        const float lm_x = (lm_o[lm_j][2 * lm_a + lm_e] + lm_ox[lm_rt * lm_OW + lm_col]) * lm_inv;\n"
     << "        ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_DV + lm_col] = " << store(out_dtype, convert("lm_x", DType::F32, out_dtype))
     << ";\n      }\n  }\n";
   return s.str();
@@ -184,8 +263,8 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
 
 Expr tiled_attention_mma_shared_bytes(const Node& n) {
   const size_t r = n.inputs[0].view.rank();
-  const int64_t dk = *n.inputs[0].view.shape()[r - 1].as_const(), dv = *n.inputs[2].view.shape()[r - 1].as_const();
-  return Expr((kTiledRows * qk_stride(dk) + kTiledKeys * std::max(qk_stride(dk), v_stride(dv)) + 2 * kTiledRows) * 4);
+  const MmaDims d{*n.inputs[0].view.shape()[r - 1].as_const(), *n.inputs[2].view.shape()[r - 1].as_const()};
+  return Expr((2 * kTiledRows * qk_words(d.dk) + k_area_words(d) + 2 * d.dv * kVtWords + 2 * kTiledRows) * 4);
 }
 
 }  // namespace luminal::cuda::gen

@@ -17,6 +17,12 @@ struct StridedKv {
 };
 std::optional<StridedKv> strided_kv(const Node& n, const std::vector<DType>& dt);
 
+// The condition that element (batch coords lm_bc, key) of a layer passes its mask (dims other
+// than `skip`; the key's coordinate is `key_coord` on `key_dim`).
+std::string valid_cond(const ViewLayer& l, size_t r, size_t skip, const std::string& key_coord, size_t key_dim);
+// The index of element (batch coords lm_bc, key, 0 along `skip`) of a strided layer.
+std::string base_index(const ViewLayer& l, size_t r, const std::string& key_coord, size_t key_dim, size_t skip);
+
 // lm_shape_of(d): the batch dims' sizes, for splitting the batch index into coordinates lm_bc.
 std::string batch_shape_fn(const ViewLayer& k, size_t r);
 // lm_bc: the batch coordinates of batch index lm_b (through lm_shape_of).
