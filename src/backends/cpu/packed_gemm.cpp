@@ -27,6 +27,7 @@ struct Tile {
   int64_t kc;
   MicroKernel kernel;
 };
+constexpr int64_t kPrefetch = 256;  // bytes ahead in each W row while packing
 
 // Loop bounds that split [0, len) into ceil(len / max) near-equal blocks, each a multiple of
 // `unit` except the last: odd k = 257 becomes 129 + 128, not 256 + 1.
@@ -124,6 +125,12 @@ __attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8
     // from 15.1-15.8% to 14.4% of a warm Llama-shaped prefill's perf samples.
     constexpr int64_t line = 64 / es;
     for (; p + line <= kc; p += line) {
+      // Sixteen or more rows read in step are more streams than the hardware prefetcher keeps
+      // ahead of, and W comes from DRAM: ask for each row's lines a few steps ahead, running on
+      // into the next panel's rows (prefetching past W's end is harmless).
+      const int64_t q = p + kPrefetch / es;
+      const uint8_t* ahead = q < kc ? w + q * es : w + tile_nr * stride + (q - kc) * es;
+      for (int c = 0; c < tile_nr; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * stride), _MM_HINT_T0);
       for (int c = 0; c < tile_nr; c += 8)
         for (int64_t s = 0; s < line; s += 8) pack_8x8<BF16>(w + c * stride + (p + s) * es, stride, dst + (p + s) * tile_nr + c, tile_nr);
     }
@@ -143,18 +150,6 @@ __attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb
       for (int c = 0; c < tile_nr; ++c) dst[c] = c < nr ? b[c] : 0.0f;
     }
   }
-}
-
-// Asks for part `part` of `parts` of a B panel's W bytes (rows [0, rows), `bytes` from `w` in
-// each, `stride` apart) to come into L2. The next panel's rows are fetched a share before each
-// micro-kernel call on the current one, so they arrive while the kernels compute: packing them
-// then reads L2, not DRAM. Thirty-two rows read in step are more streams than the hardware
-// prefetcher follows, and prefetching inside the packing loop itself, into L1, left the loads
-// waiting: a 128-row 4096² GEMM went from about 39 to 36 ms on one thread (best of 15).
-inline void prefetch_panel_part(const uint8_t* w, size_t stride, int rows, size_t bytes, int64_t part, int64_t parts) {
-  const int r0 = static_cast<int>(part * rows / parts), r1 = static_cast<int>((part + 1) * rows / parts);
-  for (int r = r0; r < r1; ++r)
-    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + b), _MM_HINT_T1);
 }
 
 // ---- micro-kernel ----
@@ -300,29 +295,13 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
         const int64_t mc = std::min(mcb, i1 - ic);
         for (int64_t ir = 0; ir < mc; ir += t.mr)
           pack_a(g.a + (ic + ir) * g.lda + pc, g.lda, static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), kc, ap + ir * kc, t.mr);
-        const int64_t calls = (mc + t.mr - 1) / t.mr;
         for (int64_t jr = 0; jr < nc; jr += t.nr) {
           // B panels are packed during the first row block, right before their first use: the
           // panel is then still in L1, and its W reads overlap the kernels (few rows: memory-bound).
           if (ic == i0) pack_b(jr);
-          // The W rows the next packing reads: this k block's next panel, else the next k block's
-          // first (none when this is the last panel packed).
-          const uint8_t* next = nullptr;
-          int next_rows = 0;
-          size_t next_bytes = 0;
-          if (ic == i0 && !job.b_row_major) {
-            const int64_t nj = jr + t.nr < nc ? jc + jr + t.nr : jc, np = jr + t.nr < nc ? pc : pc + kcb;
-            if (np < g.k) {
-              next = static_cast<const uint8_t*>(g.w) + static_cast<size_t>(nj * g.ldw + np) * es;
-              next_rows = static_cast<int>(std::min<int64_t>(t.nr, jc + nc - nj));
-              next_bytes = static_cast<size_t>(std::min(kcb, g.k - np)) * es;
-            }
-          }
-          for (int64_t ir = 0, call = 0; ir < mc; ir += t.mr, ++call) {
-            if (next) prefetch_panel_part(next, static_cast<size_t>(g.ldw) * es, next_rows, next_bytes, call, calls);
+          for (int64_t ir = 0; ir < mc; ir += t.mr)
             t.kernel(kc, ap + ir * kc, panel(jr, kc), g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
                      static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), static_cast<int>(std::min<int64_t>(t.nr, nc - jr)));
-          }
         }
       }
     }
