@@ -85,14 +85,19 @@ TEST(CudaCodegen, EveryFixtureModelPlanCompilesWithNvrtc) {
   EXPECT_GT(matmul, 0);
 }
 
-// Two plans that differ in one function compile to modules that differ in one part only: the
-// search's candidates find the rest in the compiled-kernel cache. Every function is in one part.
-TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
+// The kernels of a fixture model's compiled plan (context 32, layers not deduplicated).
+PlanKernels fixture_plan_kernels(const std::string& name) {
   Graph g;
   DecoderGraphOptions o;
   o.context = 32;
-  build_decoder(g, fixture_config("llama-tiny"), o);
-  PlanKernels k = generate_plan_kernels(compiled(g));
+  build_decoder(g, fixture_config(name), o);
+  return generate_plan_kernels(compiled(g));
+}
+
+// Two plans that differ in one function compile to modules that differ in one part only: the
+// search's candidates find the rest in the compiled-kernel cache. Every function is in one part.
+TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
+  PlanKernels k = fixture_plan_kernels("llama-tiny");
   ASSERT_GE(k.functions.texts.size(), 12u);
   for (size_t parts : {1, 3, 8}) {
     const std::vector<std::string> before = k.module_sources(parts);
@@ -114,11 +119,7 @@ TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
 // A plan run with its first schedules only (the search's candidates) keeps every function a
 // launch uses, none that only alternatives used, and still compiles.
 TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  PlanKernels k = generate_plan_kernels(compiled(g));
+  PlanKernels k = fixture_plan_kernels("qwen3-moe-tiny");
   std::set<std::string> only_alternatives;
   for (const auto& n : k.per_node)
     if (n)
@@ -136,7 +137,9 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
     for (const std::optional<Launch>& l : {n->tiled, n->tiled_mma}) {
-      if (l) EXPECT_TRUE(kept.count(l->function)) << l->function;
+      if (l) {
+        EXPECT_TRUE(kept.count(l->function)) << l->function;
+      }
     }
   }
   if (have_nvrtc()) {

@@ -113,6 +113,18 @@ std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer
   return s.str();
 }
 
+std::string tiled_rows_setup(const std::vector<DType>& dt, const StridedKv& kv, const std::string& rows, const std::string& row_of) {
+  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  const size_t r = kv.r;
+  return "  const " + ks + "* lm_K = (const " + ks + "*)lm_in1;\n  const " + vs + "* lm_V = (const " + vs + "*)lm_in2;\n" +
+         "  const long long lm_ksp = " + c(kv.k->strides[r - 2]) + ", lm_vsj = " + c(kv.v->strides[r - 1]) + ";\n" +
+         "  long long lm_mrow[" + rows + "];\n  bool lm_live[" + rows + "];\n" +
+         "  for (int lm_a = 0; lm_a < " + rows + "; ++lm_a) {\n" +
+         "    const long long lm_row = lm_r0 + " + row_of + ";\n" +
+         "    lm_live[lm_a] = lm_row < lm_seq;\n    lm_mrow[lm_a] = lm_live[lm_a] ? lm_mask_row(lm_b * lm_seq + lm_row) : 0;\n  }\n" +
+         "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " + float_lit(1.4426950408889634f) + ";\n";
+}
+
 std::optional<StridedKv> strided_kv(const Node& n, const std::vector<DType>& dt) {
   const ViewLayer* k = plain_layer(n.inputs[1].view);
   const ViewLayer* v = plain_layer(n.inputs[2].view);
@@ -410,7 +422,6 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
   static_assert(kBlockThreads == 256 && kTiledRows % 16 == 0 && kTiledKeys == 64, "the thread layout below assumes these");
   const int64_t wide = std::max(*dk, *dv) + 1, cols = (*dv + 15) / 16;
   const DType t = dt[0];
-  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
   std::ostringstream s;
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  extern __shared__ float lm_sh[];\n"
@@ -427,13 +438,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "    const int lm_row = lm_i / lm_DK, lm_p = lm_i - lm_row * lm_DK;\n"
     << "    lm_qs[lm_row * (lm_DK + 1) + lm_p] = lm_r0 + lm_row < lm_seq ? (float)lm_ld0((lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + lm_p) : 0.0f;\n  }\n"
     << "  const int lm_rg = threadIdx.x >> 4, lm_kg = threadIdx.x & 15;  // rows RT rg + a (a < RT); keys kg + 16i\n"
-    << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
-    << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
-    << "  long long lm_mrow[lm_RT];\n  bool lm_live[lm_RT];\n"
-    << "  for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
-    << "    const long long lm_row = lm_r0 + lm_RT * lm_rg + lm_a;\n"
-    << "    lm_live[lm_a] = lm_row < lm_seq;\n    lm_mrow[lm_a] = lm_live[lm_a] ? lm_mask_row(lm_b * lm_seq + lm_row) : 0;\n  }\n"
-    << "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << tiled_rows_setup(dt, *kv, "lm_RT", "lm_RT * lm_rg + lm_a")
     << "  float lm_m[lm_RT], lm_l[lm_RT], lm_o[lm_RT][lm_C];\n"
     << "  #pragma unroll\n  for (int lm_a = 0; lm_a < lm_RT; ++lm_a) {\n"
     << "    lm_m[lm_a] = lm_ninf; lm_l[lm_a] = 0.0f;\n"

@@ -122,7 +122,6 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
   const ViewLayer *k = kv->k, *v = kv->v;
   const size_t r = kv->r;
   const DType t = dt[0];
-  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
   const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]), vpad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
   std::ostringstream s;
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
@@ -146,13 +145,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     // four score tiles j the keys 32·kh + 8·j + 2·tq and the one after.
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_g = lm_lane >> 2, lm_tq = lm_lane & 3;\n"
     << "  const int lm_rg = lm_warp & 3, lm_kh = lm_warp >> 2, lm_ra = 16 * lm_rg + lm_g;\n"
-    << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
-    << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
-    << "  long long lm_mrow[2];\n  bool lm_live[2];\n"
-    << "  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
-    << "    const long long lm_row = lm_r0 + lm_ra + 8 * lm_a;\n"
-    << "    lm_live[lm_a] = lm_row < lm_seq;\n    lm_mrow[lm_a] = lm_live[lm_a] ? lm_mask_row(lm_b * lm_seq + lm_row) : 0;\n  }\n"
-    << "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << tiled_rows_setup(dt, *kv, "2", "lm_ra + 8 * lm_a")
     << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[lm_NT][4];\n"
     << "  #pragma unroll\n  for (int lm_j = 0; lm_j < lm_NT; ++lm_j) lm_o[lm_j][0] = lm_o[lm_j][1] = lm_o[lm_j][2] = lm_o[lm_j][3] = 0.0f;\n"
     << "  for (long long lm_k0 = 0; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"

@@ -28,6 +28,11 @@ std::string batch_shape_fn(const ViewLayer& k, size_t r);
 // lm_bc: the batch coordinates of batch index lm_b (through lm_shape_of).
 std::string batch_coords(size_t r);
 
+// A tiled kernel's key and value pointers (lm_K, lm_V) and head-dim strides (lm_ksp, lm_vsj),
+// and for each of the `rows` query rows a thread owns (row lm_r0 + `row_of`, in terms of lm_a)
+// whether it exists (lm_live) and its mask base (lm_mrow); also lm_ninf and lm_log2e.
+std::string tiled_rows_setup(const std::vector<DType>& dt, const StridedKv& kv, const std::string& rows, const std::string& row_of);
+
 // The mask (input 3) at (query row, key): lm_mask_row(row) gives a row's base once, then
 // lm_mask_at(base, key) reads one element.
 std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys);
