@@ -269,6 +269,38 @@ TEST(FusedJit, RandomProgramsMatchTheReferenceBitForBit) {
   EXPECT_EQ(run_and_compare(c, pool), c.kernels) << "some generated kernels did not run";
 }
 
+// Exp2 over every kind of f32 (a stride through all bit patterns, both signs: normals,
+// subnormals, infinities, NaNs) and the edges of its special cases: the generated kernels'
+// lm_exp2f (a vectorised copy of glibc's exp2f where the CPU has FMA and AVX2) must give the
+// reference's libm bits.
+TEST(FusedJit, Exp2MatchesTheReferenceAcrossTheFloatRange) {
+  std::vector<float> xs;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 4093) {
+    const uint32_t b = static_cast<uint32_t>(u);
+    float f;
+    std::memcpy(&f, &b, 4);
+    xs.push_back(f);
+  }
+  for (float f : {-150.0f, std::nextafter(-150.0f, 0.0f), -149.5f, -149.0f, -128.0f, 128.0f, std::nextafter(128.0f, 0.0f), 0.0f, -0.0f,
+                  INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 0.5f, 1.0f / 3.0f, 127.5f, -127.5f})
+    xs.push_back(f);
+  Case c;
+  const std::vector<Expr> shape{Expr(1), Expr(1), Expr(static_cast<int64_t>(xs.size()))};
+  Buffer xb(DType::F32, {1, 1, static_cast<int64_t>(xs.size())});
+  for (size_t i = 0; i < xs.size(); ++i) xb.set(i, xs[i]);
+  FusedProgram p;
+  p.n_inputs = 1;
+  FusedInstr e;
+  e.op = static_cast<int>(OpKind::Exp2), e.a = 0, e.dtype = DType::F32;
+  p.instrs.push_back(e);
+  NodeId k = c.g.kernel("Fused", {{c.g.input("x", DType::F32, shape), View::contiguous(shape)}}, DType::F32, shape, 0, 0.0f, p.encode());
+  c.g.output("y0", {k, View::contiguous(shape)});
+  c.inputs.push_back({"x", xb});
+  c.kernels = 1;
+  ThreadPool pool(2);
+  EXPECT_EQ(run_and_compare(c, pool), 1);
+}
+
 TEST(FusedJit, RandomReductionsMatchTheReference) {
   std::mt19937 rng(13);
   ThreadPool pool(2);

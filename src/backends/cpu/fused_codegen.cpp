@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "backends/cpu/fused_exp2.h"
+
 namespace luminal::cpu {
 
 namespace codegen {
@@ -77,7 +79,7 @@ std::optional<std::string> instr_expr(const FusedInstr& in, const std::string& a
     if (is_int(ta)) return std::nullopt;
     std::string x = "(float)(" + a + ")";
     switch (op) {
-      case OpKind::Exp2: return "exp2f(" + x + ")";
+      case OpKind::Exp2: return "lm_exp2f(" + x + ")";
       case OpKind::Log2: return "log2f(" + x + ")";
       case OpKind::Sin: return "sinf(" + x + ")";
       case OpKind::Sqrt: return "sqrtf(" + x + ")";
@@ -203,7 +205,7 @@ static inline int32_t lm_f2i(float f) {
   return (int32_t)f;
 }
 static inline int32_t lm_imod(int32_t x, int32_t y) { return (y == 0 || y == -1) ? 0 : x % y; }
-)";
+)" + exp2_source();
 }
 
 std::optional<std::string> fused_kernel_source(const FusedSignature& sig, const std::string& name) {

@@ -245,6 +245,8 @@ __device__ __forceinline__ void lm_cp_async_wait() {
 #endif
 }
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+// The generated programs' exp2 (on the CPU, a vectorisable copy of libm's): CUDA's exp2f.
+__device__ __forceinline__ float lm_exp2f(float x) { return exp2f(x); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
