@@ -72,7 +72,7 @@ TEST(PackedGemm, OddShapesCrossingEveryBlock) {
   ThreadPool pool(2), pool3(3);
   for (GemmKernel kern : kernels_here()) {
     for (DType t : {DType::BF16, DType::F32})
-      for (int64_t m : {1, 5, 7, 13, 130})
+      for (int64_t m : {1, 5, 7, 13, 128, 130})
         for (int64_t n : {1, 17, 33, 1000})
           for (int64_t k : {1, 9, 193, 257, 513}) {
             check(Entry::Packed, m, n, k, t, nullptr, kern);

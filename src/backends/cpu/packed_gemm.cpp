@@ -208,11 +208,43 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const
   store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
 }
 
+// The AVX-512 tile's last rows when they are R (4 or 8) or fewer: the same product over only
+// R of the A panel's 12 rows (its stride stays 12), so a 128-row prefill's last tile (8 rows)
+// does two thirds of a full tile's FMAs, not all of them.
+template <int R>
+__attribute__((target("avx512f"), noinline)) void kernel_rows_x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                                        bool accumulate, int mr, int nr) {
+  constexpr int MR = 12, NR = 32;
+  prefetch_c_tile(c, ldc, mr, NR);
+  __m512 acc[R][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
+    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  alignas(64) float t[R * NR];  // through a buffer: the rows that exist, columns up to nr
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(t + r * NR, acc[r][0]);
+    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+  }
+  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+}
+
 // C[0:mr, 0:nr] (+)= A panel · B panel over kc on AVX-512: 24 zmm accumulators (12 rows × 32
 // columns), two B loads and twelve broadcasts of A per k for 24 FMAs.
 __attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                                      bool accumulate, int mr, int nr) {
   constexpr int MR = 12, NR = 32;
+  if (mr <= 4) return kernel_rows_x32<4>(kc, a, b, c, ldc, accumulate, mr, nr);
+  if (mr <= 8) return kernel_rows_x32<8>(kc, a, b, c, ldc, accumulate, mr, nr);
   prefetch_c_tile(c, ldc, mr, NR);
 #define LM_ACC(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
   LM_ACC(0) LM_ACC(1) LM_ACC(2) LM_ACC(3) LM_ACC(4) LM_ACC(5) LM_ACC(6) LM_ACC(7) LM_ACC(8) LM_ACC(9) LM_ACC(10) LM_ACC(11)
