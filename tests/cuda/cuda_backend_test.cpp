@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "backends/cuda/cuda_attention_parts.h"
 #include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cublaslt.h"
@@ -561,6 +562,43 @@ Graph prefill_attention_graph(int64_t d) {
   Tensor masked = where(causal, reshape(scores, {2, 2, seq, total}), -std::numeric_limits<double>::infinity());
   matmul(reshape(softmax(masked, -1), {2, seq * 2, total}), v).output("out");
   return g;
+}
+
+// The tensor-core attention finds q's rows through q_row_index: where it accepts a view, row r's
+// index plus p must be the view's own index of element r * dk + p; where rows do not sit dk
+// apart in memory order it must refuse.
+TEST(CudaCodegen, QRowIndexAgreesWithTheViewsIndex) {
+  auto value = [](const Expr& e, int64_t at) {
+    const Expr x = e.substitute_index(Expr(at)).simplify();
+    EXPECT_TRUE(x.is_const()) << e.to_string();
+    return x.is_const() ? x.value() : -1;
+  };
+  struct Kind {
+    const char* name;
+    View view;
+    int64_t dk;
+    bool accepted;
+  };
+  const std::vector<Kind> kinds = {
+      {"contiguous", View::contiguous({Expr(2), Expr(9), Expr(16)}), 16, true},
+      // grouped-query q: [heads, seq, d] read from [seq, heads, d], heads stacked in groups
+      {"grouped", View::contiguous({Expr(5), Expr(8), Expr(16)}).permute({1, 0, 2}).reshape({Expr(2), Expr(20), Expr(16)}), 16, true},
+      {"offset rows", View::contiguous({Expr(3), Expr(12), Expr(32)}).slice(1, Expr(2), Expr(11)).slice(2, Expr(0), Expr(16)), 16, true},
+      // a contiguous reshape keeps rows dk apart: accepted
+      {"reshaped", View::contiguous({Expr(2), Expr(8), Expr(16)}).reshape({Expr(2), Expr(16), Expr(8)}), 8, true},
+      // rows of a transposed buffer, reshaped: consecutive elements are 2 apart
+      {"rows of a transposed buffer", View::contiguous({Expr(16), Expr(2)}).permute({1, 0}).reshape({Expr(4), Expr(8)}), 8, false},
+      {"transposed last dim", View::contiguous({Expr(2), Expr(16), Expr(9)}).permute({0, 2, 1}), 16, false},
+  };
+  for (const Kind& k : kinds) {
+    const std::optional<Expr> row = gen::q_row_index(k.view, k.dk);
+    ASSERT_EQ(row.has_value(), k.accepted) << k.name;
+    if (!row) continue;
+    const IndexExprs ix = k.view.flat_index();
+    const int64_t rows = value(k.view.numel(), 0) / k.dk;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t p = 0; p < k.dk; ++p) ASSERT_EQ(value(*row, r) + p, value(ix.index, r * k.dk + p)) << k.name << " row " << r << " p " << p;
+  }
 }
 
 // Without a GPU: the plan's Attention has a tensor-core tiled kernel, and it compiles.

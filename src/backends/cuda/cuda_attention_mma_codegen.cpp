@@ -51,30 +51,6 @@ std::string tile_key(const ViewLayer& l, size_t r, size_t key_dim, size_t head_d
          base_index(l, r, "lm_key", key_dim, head_dim) + " : 0;\n";
 }
 
-// The index of q's element (row lm_q, 0), where element (row, p < dk) is that plus p: every layer
-// has dk as its last dim, with stride 1 and no mask, and every layer above the bottom one (which
-// addresses memory) has its offset and other strides multiples of dk. Then a thread finds a row
-// once, not once per element through q's loader (its 64-bit divisions took longer than the
-// tiles of a short causal row did).
-std::optional<Expr> q_row_index(const View& v, int64_t dk) {
-  const IndexExprs ix = v.flat_index();
-  if (!ix.valid.is_const(1)) return std::nullopt;
-  const std::vector<ViewLayer>& layers = v.layers();
-  const Expr w(dk);
-  auto multiple = [&](const Expr& e) { return provably_equal((e / w) * w, e); };
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const ViewLayer& l = layers[i];
-    if (l.shape.empty()) return std::nullopt;
-    const size_t last = l.shape.size() - 1;
-    if (!l.shape[last].is_const(dk) || !l.strides[last].is_const(1) || l.dim_masked(last)) return std::nullopt;
-    if (i == 0) continue;
-    if (!multiple(l.offset)) return std::nullopt;
-    for (size_t d = 0; d < last; ++d)
-      if (!multiple(l.strides[d])) return std::nullopt;
-  }
-  return ix.index.substitute_index(Expr::index() * w).simplify();
-}
-
 // q's tile as bf16 hi and lo words: through q_row_index where it applies (four threads a row),
 // else through q's loader, element by element.
 std::string q_tile(const Node& n, DType t, int64_t dk) {
@@ -100,6 +76,30 @@ std::string q_tile(const Node& n, DType t, int64_t dk) {
 }
 
 }  // namespace
+
+// The index of q's element (row lm_q, 0), where element (row, p < dk) is that plus p: every layer
+// has dk as its last dim, with stride 1 and no mask, and every layer above the bottom one (which
+// addresses memory) has its offset and other strides multiples of dk. Then a thread finds a row
+// once, not once per element through q's loader (its 64-bit divisions took longer than the
+// tiles of a short causal row did).
+std::optional<Expr> q_row_index(const View& v, int64_t dk) {
+  const IndexExprs ix = v.flat_index();
+  if (!ix.valid.is_const(1)) return std::nullopt;
+  const std::vector<ViewLayer>& layers = v.layers();
+  const Expr w(dk);
+  auto multiple = [&](const Expr& e) { return provably_equal((e / w) * w, e); };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const ViewLayer& l = layers[i];
+    if (l.shape.empty()) return std::nullopt;
+    const size_t last = l.shape.size() - 1;
+    if (!l.shape[last].is_const(dk) || !l.strides[last].is_const(1) || l.dim_masked(last)) return std::nullopt;
+    if (i == 0) continue;
+    if (!multiple(l.offset)) return std::nullopt;
+    for (size_t d = 0; d < last; ++d)
+      if (!multiple(l.strides[d])) return std::nullopt;
+  }
+  return ix.index.substitute_index(Expr::index() * w).simplify();
+}
 
 // One block of 8 warps per (batch entry, tile of 64 query rows), walking the keys in tiles of
 // 64, as the CUDA-core kernel does. Warp w owns rows 16·(w % 4) .. +16 and keys 32·(w / 4) .. +32

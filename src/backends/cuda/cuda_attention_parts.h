@@ -33,6 +33,12 @@ std::string batch_coords(size_t r);
 // whether it exists (lm_live) and its mask base (lm_mrow); also lm_ninf and lm_log2e.
 std::string tiled_rows_setup(const std::vector<DType>& dt, const StridedKv& kv, const std::string& rows, const std::string& row_of);
 
+// The index of element (row lm_q, 0) of a view whose element (row, p < dk) is that plus p, where
+// that holds (every layer's last dim is dk with stride 1, unmasked, and the layers above the
+// bottom one keep rows dk apart); nullopt elsewhere. Rows are then found once each, not each
+// element through the view's loader.
+std::optional<Expr> q_row_index(const View& v, int64_t dk);
+
 // The mask (input 3) at (query row, key): lm_mask_row(row) gives a row's base once, then
 // lm_mask_at(base, key) reads one element.
 std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys);
