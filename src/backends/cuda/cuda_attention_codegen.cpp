@@ -88,19 +88,29 @@ std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys) {
 }
 
 
+std::string tile_key(const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim, const std::string& kk, const std::string& in) {
+  return in + "const long long lm_key = lm_k0 + " + kk + ";\n" + in + "const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " +
+         valid_cond(l, r, head_dim, "lm_key", key_dim) + ";\n" + in + "const long long lm_rb = lm_ok ? " +
+         base_index(l, r, "lm_key", key_dim, head_dim) + " : 0;\n";
+}
+
+std::string tile_element(const std::string& ptr, DType t, const std::string& at, const std::string& head_stride, const std::string& pad) {
+  return "(!lm_here ? 0.0f : lm_ok ? (float)" + load(t, ptr + "[lm_rb + (" + at + ") * " + head_stride + "]") + " : (float)" + pad + ")";
+}
+
+namespace {
+
 // Loads a tile of kTiledKeys key (or value) rows into lm_kv ([BN][lm_W]): a warp per row, its
 // address computed once, each lane four consecutive head-dim elements (one 16-byte load when the
 // cache is f32 with unit stride and the row is aligned). Rows past the keys are zeros; rows the
 // view masks hold its pad value.
 std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim,
-                                const std::string& head_stride, const std::string& len, const std::string& pad, const std::string& row_stride) {
+                                const std::string& head_stride, const std::string& len, const std::string& pad) {
   const bool vec = t == DType::F32 && l.strides[head_dim].is_const(1);
   std::ostringstream s;
   s << "    for (int lm_kk = threadIdx.x >> 5; lm_kk < lm_BN; lm_kk += blockDim.x >> 5) {\n"
-    << "      const long long lm_key = lm_k0 + lm_kk;\n"
-    << "      const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " << valid_cond(l, r, head_dim, "lm_key", key_dim) << ";\n"
-    << "      const long long lm_rb = lm_ok ? " << base_index(l, r, "lm_key", key_dim, head_dim) << " : 0;\n"
-    << "      float* lm_dst = lm_kv + lm_kk * " << row_stride << ";\n"
+    << tile_key(l, r, key_dim, head_dim, "lm_kk", "      ")
+    << "      float* lm_dst = lm_kv + lm_kk * lm_W;\n"
     << "      for (int lm_p = (threadIdx.x & 31) * 4; lm_p < " << len << "; lm_p += 128) {\n";
   if (vec)
     s << "        if (lm_ok && lm_p + 4 <= " << len << " && ((lm_rb + lm_p) & 3) == 0) {\n"
@@ -108,10 +118,11 @@ std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer
       << "          lm_dst[lm_p] = lm_x.x; lm_dst[lm_p + 1] = lm_x.y; lm_dst[lm_p + 2] = lm_x.z; lm_dst[lm_p + 3] = lm_x.w;\n"
       << "          continue;\n        }\n";
   s << "        for (int lm_e = lm_p; lm_e < lm_p + 4 && lm_e < " << len << "; ++lm_e)\n"
-    << "          lm_dst[lm_e] = !lm_here ? 0.0f : lm_ok ? (float)" << load(t, ptr + "[lm_rb + lm_e * " + head_stride + "]") << " : (float)" << pad
-    << ";\n      }\n    }\n";
+    << "          lm_dst[lm_e] = " << tile_element(ptr, t, "lm_e", head_stride, pad) << ";\n      }\n    }\n";
   return s.str();
 }
+
+}  // namespace
 
 std::string tiled_rows_setup(const std::vector<DType>& dt, const StridedKv& kv, const std::string& rows, const std::string& row_of) {
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
@@ -452,7 +463,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "        lm_any |= lm_vis[lm_a][lm_i];\n      }\n"
     // Also the barrier that lets this tile overwrite the last one's shared memory.
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
-    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]), "lm_W")
+    << tile_rows_to_shared("lm_K", dt[1], *k, r, r - 1, r - 2, "lm_ksp", "lm_DK", value_lit(n.inputs[1].view.pad_value(), dt[1]))
     << "    __syncthreads();\n"
     << "    float lm_s[lm_RT][4];\n"
     << "    #pragma unroll\n    for (int lm_a = 0; lm_a < lm_RT; ++lm_a) lm_s[lm_a][0] = lm_s[lm_a][1] = lm_s[lm_a][2] = lm_s[lm_a][3] = 0.0f;\n"
@@ -483,7 +494,7 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
     << "      lm_l[lm_a] = __fmaf_rn(lm_l[lm_a], lm_alpha, lm_sum);\n      lm_m[lm_a] = lm_mn;\n"
     << "      for (int lm_c = 0; lm_c < lm_C; ++lm_c) lm_o[lm_a][lm_c] *= lm_alpha;\n    }\n"
     << "    __syncthreads();\n"
-    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]), "lm_W")
+    << tile_rows_to_shared("lm_V", dt[2], *v, r, r - 2, r - 1, "lm_vsj", "lm_DV", value_lit(n.inputs[2].view.pad_value(), dt[2]))
     << "    __syncthreads();\n"
     << "    const float* lm_p0 = lm_ps + (lm_RT * lm_rg) * lm_BN;\n"
     << "    for (int lm_kk = 0; lm_kk < lm_BN; ++lm_kk) {\n"

@@ -38,19 +38,6 @@ std::optional<MmaDims> mma_dims(const Node& n, const StridedKv& kv) {
 // outputs, [BM][DV + 4] floats), vᵀ hi and lo, then [2][BM] floats of row statistics.
 int64_t k_area_words(const MmaDims& d) { return std::max(2 * kTiledKeys * qk_words(d.dk), kTiledRows * (d.dv + 4)); }
 
-// Element (key lm_key, head-dim index `at`) of a key or value tile as a float: zero past the
-// keys, the view's pad value where it masks the key. Needs lm_here, lm_ok and lm_rb.
-std::string tile_element(const std::string& ptr, DType t, const std::string& at, const std::string& head_stride, const std::string& pad) {
-  return "(!lm_here ? 0.0f : lm_ok ? (float)" + load(t, ptr + "[lm_rb + (" + at + ") * " + head_stride + "]") + " : (float)" + pad + ")";
-}
-
-// The per-key part of a tile element's address: lm_here, lm_ok and lm_rb for key lm_k0 + `kk`.
-std::string tile_key(const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim, const std::string& kk) {
-  return "        const long long lm_key = lm_k0 + " + kk + ";\n        const bool lm_here = lm_key < lm_keys, lm_ok = lm_here && " +
-         valid_cond(l, r, head_dim, "lm_key", key_dim) + ";\n        const long long lm_rb = lm_ok ? " +
-         base_index(l, r, "lm_key", key_dim, head_dim) + " : 0;\n";
-}
-
 // q's tile as bf16 hi and lo words: through q_row_index where it applies (four threads a row),
 // else through q's loader, element by element.
 std::string q_tile(const Node& n, DType t, int64_t dk) {
@@ -163,7 +150,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     // whole 32-byte sectors of eight keys). Values: eight lanes per pair of keys, each every
     // eighth column; stored transposed, one word per part. One address per key a thread reads.
     << "    {\n      float lm_x[lm_KI][2];\n      const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
-    << tile_key(*k, r, r - 1, r - 2, "lm_kk")
+    << tile_key(*k, r, r - 1, r - 2, "lm_kk", "        ")
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j) {\n"
     << "        lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
     << "        lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n      }\n"
@@ -171,7 +158,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_split_bf16(lm_x[lm_j][0], lm_x[lm_j][1], lm_khi[lm_kk * lm_QPW + lm_p0 + 4 * lm_j], lm_klo[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]);\n    }\n"
     << "    {\n      float lm_x[lm_VI][2];\n      const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
     << "      #pragma unroll\n      for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
-    << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h")
+    << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h", "        ")
     << "        #pragma unroll\n        for (int lm_j = 0; lm_j < lm_VI; ++lm_j) lm_x[lm_j][lm_h] = "
     << tile_element("lm_V", dt[2], "lm_c0 + 8 * lm_j", "lm_vsj", vpad) << ";\n      }\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_VI; ++lm_j)\n"

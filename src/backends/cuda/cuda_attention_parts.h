@@ -43,10 +43,11 @@ std::optional<Expr> q_row_index(const View& v, int64_t dk);
 // lm_mask_at(base, key) reads one element.
 std::string mask_reader(const Node& n, DType mask_dtype, const Expr& keys);
 
-// Loads a tile of kTiledKeys key (or value) rows, from lm_k0 on, into lm_kv with rows
-// `row_stride` floats apart: a warp per row, each lane four consecutive head-dim elements.
-// Rows past the keys are zeros; rows the view masks hold `pad`.
-std::string tile_rows_to_shared(const std::string& ptr, DType t, const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim,
-                                const std::string& head_stride, const std::string& len, const std::string& pad, const std::string& row_stride);
+// A tile row's key: lm_key (lm_k0 + `kk`), whether it exists (lm_here), whether the view
+// holds it (lm_ok) and the index of its element 0 along the head dim (lm_rb); `in` indents.
+std::string tile_key(const ViewLayer& l, size_t r, size_t key_dim, size_t head_dim, const std::string& kk, const std::string& in);
+// Element `at` along the head dim of tile_key's key, as a float: zero past the keys, `pad`
+// where the view masks the key.
+std::string tile_element(const std::string& ptr, DType t, const std::string& at, const std::string& head_stride, const std::string& pad);
 
 }  // namespace luminal::cuda::gen

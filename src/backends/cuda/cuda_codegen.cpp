@@ -303,11 +303,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   // One block per item of `work`, with `shared` bytes of dynamic shared memory. Launches may size
   // their grid for larger dims than this run's (a replayed CUDA graph): blocks past the work
   // return at once. A row kernel passes its row's `length` and gets blocks sized to the row
-  // (Launch::row_length).
-  auto per_block = [&](const std::string& body, const Expr& work, const Expr& shared, const Expr& length = Expr(0)) {
+  // (Launch::row_length). `min_blocks`: as KernelWriter::finish.
+  auto per_block = [&](const std::string& body, const Expr& work, const Expr& shared, const Expr& length = Expr(0), int min_blocks = 0) {
     const int max_threads = length.is_const(0) ? kBlockThreads : kRowMaxThreads;
-    return Launch{w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions, "", max_threads), Launch::Grid::Rows, work,
-                  shared, length};
+    return Launch{w.finish("  if (blockIdx.x >= " + c(work) + ") return;\n" + body, functions, "", max_threads, min_blocks), Launch::Grid::Rows,
+                  work, shared, length};
   };
   // One block per row of `length` elements.
   auto rows = [&](const std::string& body, const Expr& work, const Expr& length) { r.launches.push_back(per_block(body, work, Expr(0), length)); };
@@ -582,8 +582,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           // Two blocks an SM (128 registers a thread, a few spilled; 169 for one): one block's
           // warps compute while the other's wait at a barrier or for a tile. On the H200, 8B
           // prefill attention took 3.68 ms with two, 4.35 with one.
-          r.tiled_mma = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *mma, functions, "", kBlockThreads, 2),
-                               Launch::Grid::Rows, blocks, tiled_attention_mma_shared_bytes(n)};
+          r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n), Expr(0), 2);
           r.tiled_mma->tensor_cores = true;
         }
       }

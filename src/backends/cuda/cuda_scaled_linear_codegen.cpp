@@ -8,7 +8,7 @@
 namespace luminal::cuda::gen {
 
 std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
-                                 const std::string& list, const std::string& count) {
+                          const std::string& list, const std::string& count) {
   std::ostringstream s;
   s << in << "const unsigned lm_bal = __ballot_sync(0xffffffffu, lm_on);\n"
     << in << "if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (" << idx << " < " << limit << ") " << bits << "["
