@@ -218,6 +218,21 @@ Expr simplify_floordiv(const Expr& a, const Expr& b) {
     return from_lin(q).is_const(0) ? div : simplify_add(from_lin(q), div);
   }
   if (auto q = exact_quotient(a, b)) return *q;
+  // A common constant factor cancels, whatever the signs: (128x) // (128 seq) = x // seq.
+  {
+    const Lin la = to_lin(a), lb = to_lin(b);
+    int64_t g = std::gcd(la.c, lb.c);
+    for (const Lin* l : {&la, &lb})
+      for (auto& [m, c] : l->terms) g = std::gcd(g, c);
+    if (g > 1) {
+      Lin ra, rb;
+      for (auto& [m, c] : la.terms) ra.add(m, c / g);
+      for (auto& [m, c] : lb.terms) rb.add(m, c / g);
+      ra.c = la.c / g;
+      rb.c = lb.c / g;
+      return from_lin(ra) / from_lin(rb);
+    }
+  }
   ExprRange rb = range_of(b);
   if (rb.lo && *rb.lo >= 1 && nonneg(a)) {
     ExprRange ra = range_of(a);

@@ -549,18 +549,18 @@ TEST(CudaBackend, LinearLayerOnTensorCores) {
   }
 }
 
-// Grouped-query causal attention over a cache slice, as the decoder builds it (two query heads
-// per KV head in the rows of one batch entry).
-Graph prefill_attention_graph(int64_t d) {
+// Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
+// heads per KV head in the rows of one batch entry; two KV heads).
+Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {
   Graph g;
   Expr seq = Expr::var("seq"), past = Expr::var("past"), total = past + seq, z = Expr::index();
-  Tensor q = input(g, "q", DType::F32, {2, seq * 2, d});
-  Tensor kc = input(g, "k", DType::F32, {2, 512, d}), vc = input(g, "v", DType::F32, {2, 512, d});
+  Tensor q = input(g, "q", DType::F32, {2, seq * group, d});
+  Tensor kc = input(g, "k", DType::F32, {2, cache, d}), vc = input(g, "v", DType::F32, {2, cache, d});
   Tensor k = slice(kc, 1, 0, total), v = slice(vc, 1, 0, total);
   Tensor causal = reshape(cast(iota(g, lt(z % total, z / total + past + 1), seq * total), DType::Bool), {seq, total});
   Tensor scores = matmul(q, transpose(k, 1, 2)) * (1.0 / std::sqrt(static_cast<double>(d)));
-  Tensor masked = where(causal, reshape(scores, {2, 2, seq, total}), -std::numeric_limits<double>::infinity());
-  matmul(reshape(softmax(masked, -1), {2, seq * 2, total}), v).output("out");
+  Tensor masked = where(causal, reshape(scores, {2, group, seq, total}), -std::numeric_limits<double>::infinity());
+  matmul(reshape(softmax(masked, -1), {2, seq * group, total}), v).output("out");
   return g;
 }
 
@@ -647,6 +647,54 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
       }
     }
   }
+}
+
+// Without a GPU: a decode's attention has its one-launch kernel, and it compiles.
+TEST(CudaCodegen, DecodeAttentionHasAOneLaunchKernel) {
+  for (int64_t d : {64, 128}) {
+    PlanKernels k = generate_plan_kernels(compiled(prefill_attention_graph(d, 512, 4)));
+    int once = 0;
+    for (const auto& n : k.per_node) once += n && n->once && n->once_max_slices == gen::kSplitOnceMaxSlices;
+    EXPECT_EQ(once, 1) << "d=" << d;
+    if (have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", "")) << "d=" << d;
+    }
+  }
+}
+
+// Decode-sized attention (a few rows a KV head: the split over slices of keys) against the
+// reference: one row group (4 query heads a KV head) and two (8), keys across slice edges, up to
+// the one-launch kernel's last slice count (64 slices: 2048 keys) and past it (the two launches).
+// Each case runs three times on one executor: the second records a CUDA graph, the third replays
+// it, so the one-launch kernel's counters must be back at zero after every launch.
+TEST(CudaBackend, DecodeAttentionMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (int64_t group : {4, 8})
+    for (int64_t d : {64, 128}) {
+      Graph g = prefill_attention_graph(d, 2200, group);
+      Graph plan = compiled(g);
+      CudaExecutor cuda(plan, "");
+      for (auto [seq, past] : {std::pair<int64_t, int64_t>{1, 0}, {1, 30}, {1, 31}, {1, 32}, {2, 95}, {1, 513}, {1, 2047}, {1, 2100}}) {
+        Interpreter ref(g);
+        std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, group * seq, d}, 31)},
+                                         {"k", testing::random_buffer(DType::F32, {2, 2200, d}, 32)},
+                                         {"v", testing::random_buffer(DType::F32, {2, 2200, d}, 33)}};
+        for (auto& [name, b] : in) ref.set_input(name, b);
+        ref.set_dim("seq", seq), ref.set_dim("past", past);
+        ref.run();
+        const Buffer want = ref.output("out");
+        for (int run = 0; run < 3; ++run) {
+          for (auto& [name, b] : in) cuda.set_input(name, b);
+          cuda.set_dim("seq", seq), cuda.set_dim("past", past);
+          cuda.run();
+          Buffer got = cuda.output("out");
+          ASSERT_EQ(want.shape(), got.shape());
+          double worst = 0;
+          for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
+          EXPECT_LE(worst, 2e-5) << "group=" << group << " d=" << d << " seq=" << seq << " past=" << past << " run " << run;
+        }
+      }
+    }
 }
 
 }  // namespace

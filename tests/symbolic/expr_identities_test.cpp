@@ -141,6 +141,10 @@ TEST(ExprIdentities, DivisionUndoesMultiplication) {
   EXPECT_EQ((4 * v.z + 5) / 4, v.z + 1);
   EXPECT_EQ((v.x * 4) / 8, v.x / 2);  // gcd reduction
   EXPECT_NE((v.x * 4) / 8, v.x);       // not everything collapses
+  // a constant factor common to both sides cancels, the divisor symbolic
+  EXPECT_EQ((128 * v.x) / (128 * v.a), v.x / v.a);
+  EXPECT_EQ((6 * v.x + 4) / (2 * v.a + 2 * v.b), (3 * v.x + 2) / (v.a + v.b));
+  EXPECT_NE((6 * v.x + 3) / (2 * v.a), (3 * v.x + 1) / v.a);  // 3 is not a multiple of 2
 }
 
 TEST(ExprIdentities, ModuloOfModulo) {

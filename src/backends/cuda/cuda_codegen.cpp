@@ -572,6 +572,14 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // Shared: the group's q rows, their scores in the slice, and each warp's partial rows.
       r.launches.push_back(per_block(a->partial, blocks, (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4));
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv * 32});  // a warp per element
+      if (auto once = split_attention_once(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+        w.set_extra_outputs(2);  // the scratch and the counters
+        r.once = per_block(*once, blocks, Expr(0));
+        w.set_extra_outputs(0);
+        r.once_slices = slices;
+        r.once_counters = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows));
+        r.once_max_slices = kSplitOnceMaxSlices;
+      }
       if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
         r.tiled = per_block(*tiled, blocks, tiled_attention_shared_bytes(n));

@@ -75,6 +75,13 @@ struct NodeKernels {
   // The same on the tensor cores (Launch::tensor_cores), taken instead where the executor
   // offers tensor-core schedules.
   std::optional<Launch> tiled_mma;
+  // Attention only: `launches` (the split over slices of keys and the merge) as one launch,
+  // taken where the keys make at most `once_max_slices` slices. It takes the scratch
+  // (scratch_f32 elements) and `once_counters` zeroed uint32 values, which it leaves zero, after
+  // its inputs. A decode step's attention is then one launch.
+  std::optional<Launch> once;
+  Expr once_slices = Expr(0), once_counters = Expr(0);
+  int64_t once_max_slices = 0;
   Expr tiled_rows = Expr(0), tiled_keys = Expr(0);
   int64_t tiled_min_rows = 0;
 };

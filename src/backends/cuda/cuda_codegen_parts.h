@@ -128,6 +128,13 @@ struct AttentionKernels {
   std::string partial, combine;
 };
 std::optional<AttentionKernels> strided_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+// Both launches in one (cuda_attention_decode_codegen.cpp), for head dims that are constants up
+// to 128: the last block of each row group to finish merges the group's slices. The function
+// takes the scratch (lm_out1) and a zeroed uint32 counter per row group (lm_out2, left zero)
+// after its inputs. The merge is one block's work over every slice, so it serves up to
+// kSplitOnceMaxSlices slices (2048 keys); past that the two launches run.
+constexpr int kSplitOnceMaxSlices = 64;
+std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype);
 // Prefill attention in one launch (flash-style tiles of kTiledRows query rows by kTiledKeys
 // keys), one block per (batch entry, row tile), writing the output directly; for head dims that
 // are constants up to kTiledMaxHeadDim. The executor takes it from kTiledMinRows query rows.

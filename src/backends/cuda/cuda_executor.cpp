@@ -63,6 +63,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     for (const Launch& l : k->launches) used.insert(l.function);
     if (k->tiled) used.insert(k->tiled->function);
     if (k->tiled_mma) used.insert(k->tiled_mma->function);
+    if (k->once) used.insert(k->once->function);
   }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
@@ -128,6 +129,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     for (const Launch& l : kernels_.per_node[id]->launches) functions_by_node_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->tiled) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled->function));
     if (kernels_.per_node[id]->tiled_mma) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma->function));
+    if (kernels_.per_node[id]->once) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->once->function));  // last
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
   }
   for (LinearGroup& g : groups_) {
@@ -151,6 +153,8 @@ void CudaExecutor::read_env_options() {
   if (overlap) options_.overlap_launches = std::string(overlap) != "0";
   if (const char* v = std::getenv("LUMINAL_CUDA_VARIANT")) options_.force_variant = std::max(0, std::atoi(v));  // for profiling one
   if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
+  const char* once = std::getenv("LUMINAL_CUDA_ATTENTION_ONCE");
+  if (once && std::string(once) == "0") options_.attention_once = false;
 }
 
 void CudaExecutor::clear_graphs() {
@@ -178,6 +182,8 @@ CudaExecutor::~CudaExecutor() {
   for (auto& [id, b] : inputs_)
     if (!group_of_weight_.count(id) && !b.borrowed) ctx_.free(b.ptr);
   for (LinearGroup& g : groups_) ctx_.free(g.base);
+  for (auto& [id, b] : counters_) ctx_.free(b.ptr);
+  for (DevicePtr p : retired_counters_) ctx_.free(p);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
 }
 
@@ -360,6 +366,20 @@ CudaExecutor::DeviceBuffer CudaExecutor::take(DType t, const std::vector<int64_t
   b.dtype = t;
   b.shape = shape;
   return b;
+}
+
+DevicePtr CudaExecutor::zeroed_counters(NodeId id, int64_t count) {
+  const size_t want = static_cast<size_t>(std::max<int64_t>(count, 256)) * sizeof(uint32_t);
+  DeviceBuffer& b = counters_[id];
+  if (b.bytes < want) {
+    // Graphs recorded with the old counters keep them (they stay zero); a dims key's first run
+    // is never captured and sizes them for its runs, so this does not happen while recording.
+    if (b.ptr) retired_counters_.push_back(b.ptr);
+    b.ptr = ctx_.alloc(want);
+    b.bytes = want;
+    ctx_.fill_zero(b.ptr, want);
+  }
+  return b.ptr;
 }
 
 void CudaExecutor::give_back(DeviceBuffer b) {
@@ -554,6 +574,13 @@ void CudaExecutor::run() {
       const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma
       if (k.tiled_mma && offered(*k.tiled_mma)) launch(*k.tiled_mma, k, functions_by_node_[id][tiled_at + 1], out.ptr, in);
       else launch(*k.tiled, k, functions_by_node_[id][tiled_at], out.ptr, in);
+    } else if (k.once && options_.attention_once && eval(k.once_slices) <= k.once_max_slices) {  // the split and the merge in one launch
+      DeviceBuffer scratch = take(DType::F32, {eval(*k.scratch_f32)});
+      std::vector<DevicePtr> with = in;
+      with.push_back(scratch.ptr);
+      with.push_back(zeroed_counters(id, eval(k.once_counters)));
+      launch(*k.once, k, functions_by_node_[id].back(), out.ptr, with);
+      give_back(scratch);
     } else {
       size_t first = 0;
       std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0

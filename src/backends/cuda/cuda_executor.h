@@ -72,6 +72,9 @@ struct CudaOptions {
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
+  // A decode's attention as one launch (NodeKernels::once) where it applies; off: the split
+  // and the merge as two launches. Also LUMINAL_CUDA_ATTENTION_ONCE=0.
+  bool attention_once = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -201,6 +204,11 @@ class CudaExecutor {
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
+  // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
+  // `count` uint32 values, zero (the kernel leaves them so), at a fixed address per node.
+  DevicePtr zeroed_counters(NodeId id, int64_t count);
+  std::map<NodeId, DeviceBuffer> counters_;
+  std::vector<DevicePtr> retired_counters_;  // outgrown, still read by graphs recorded before
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
   bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in);
 
