@@ -29,8 +29,10 @@ llama.cpp: llama_cpp.Llama(n_threads=threads, n_threads_batch=threads, n_ctx=P+N
            prompt with one llm.eval(prompt), then llm.eval([tok]) per token.
 
 The bandwidth floor is bytes read per decoded token (all weights: every matrix once, the tied
-embedding once as the LM head) / read bandwidth (--bandwidth-gbs, default 57 GB/s measured on the
-project machine with benchmarks/gemv_bench; a one-thread numpy sum of 1 GiB is printed too).
+embedding once as the LM head) / read bandwidth: measured at the start of every round and once at
+the end with `gemv_bench --bandwidth-only` (the threads summing a 1 GiB buffer; beside --luminal,
+or --gemv-bench), the median taken, since this machine's bandwidth moves between 10 and 57 GB/s
+from hour to hour; --bandwidth-gbs sets it instead. A one-thread numpy sum is printed too.
 
 Each engine can need a different Python: --torch-python (needs torch + transformers) and
 --llamacpp-python (needs llama_cpp + numpy); by default the first of this Python, python3 and
@@ -244,7 +246,10 @@ def main():
     ap.add_argument("--luminal-args", default="", help="extra arguments for `luminal bench` (e.g. --no-cache)")
     ap.add_argument("--torch-python", help="Python with torch + transformers")
     ap.add_argument("--llamacpp-python", help="Python with llama_cpp + numpy")
-    ap.add_argument("--bandwidth-gbs", type=float, default=57.0, help="read bandwidth for the floor (GB/s)")
+    ap.add_argument("--bandwidth-gbs", type=float,
+                    help="read bandwidth for the floor (GB/s); default: measured in every round with gemv_bench "
+                         "--bandwidth-only (the median of the rounds), else 57")
+    ap.add_argument("--gemv-bench", help="gemv_bench binary for the bandwidth (default: benchmarks/gemv_bench beside --luminal)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run the whole engine sequence this many times, interleaved; rows report the median "
                          "round (on a shared machine, noise moves every engine by 10-20%% from minute to minute)")
@@ -323,9 +328,23 @@ def main():
 
     if "luminal" in engines and not a.luminal:
         sys.exit("--luminal PATH is needed for the luminal engine (or leave it out of --engines)")
+    gemv_bench = a.gemv_bench or (str(Path(a.luminal).parent / "benchmarks" / "gemv_bench") if a.luminal else None)
+    bandwidths = []  # GB/s, one a round: the machine's bandwidth moves from minute to minute
+
+    def measure_bandwidth():
+        if not gemv_bench or not os.path.exists(gemv_bench):
+            return
+        rc, out, err, _, _ = run_child_rusage([gemv_bench, "--threads", str(a.threads), "--reps", "2", "--bandwidth-only"], env=env)
+        try:
+            bandwidths.append(float(out.split(":")[-1].split()[0]))
+            print(f"  read bandwidth ({a.threads} threads, sum of 1 GiB): {bandwidths[-1]:.1f} GB/s", flush=True)
+        except (ValueError, IndexError):
+            print(f"  gemv_bench --bandwidth-only failed (rc {rc}): {err[-300:]}", flush=True)
+
     for rnd in range(a.rounds):
         if a.rounds > 1:
             print(f"round {rnd + 1} of {a.rounds}", flush=True)
+        measure_bandwidth()
         if "luminal" in engines:
             cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
                    "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
@@ -356,10 +375,17 @@ def main():
     if torch_rows:
         min(torch_rows, key=lambda r: r["tpot_ms"])["best_of_dtypes"] = True
 
-    # Bandwidth: the given figure, plus a one-thread numpy sum for reference.
+    # Bandwidth: the given figure, else the median of the rounds' measurements; plus a one-thread
+    # numpy sum for reference.
+    measure_bandwidth()
     rc, out, err, _, _ = run_child_rusage([sys.executable, here, "--worker", "bandwidth", "--model-dir", a.model_dir])
     bw = parse_result(out) or {}
     numpy_gbs = bw.get("numpy_sum_gbs")
+    bandwidth_source = "given"
+    if a.bandwidth_gbs is None:
+        a.bandwidth_gbs = statistics.median(bandwidths) if bandwidths else 57.0
+        bandwidth_source = (f"measured in this run, median of {', '.join(f'{b:.1f}' for b in bandwidths)}" if bandwidths
+                            else "the project machine's figure (no gemv_bench to measure it)")
     floor_ms = wbytes / (a.bandwidth_gbs * 1e9) * 1e3
 
     # ------------------------------------------------------------------ table
@@ -367,7 +393,7 @@ def main():
     print()
     print(f"## {cfg.get('architectures', ['?'])[0]}  {Path(a.model_dir).name}  threads={a.threads} "
           f"prompt={a.prompt_tokens} new={a.new_tokens} iters={a.iters}")
-    print(f"weights read per decoded token: {wbytes / 1e9:.3f} GB; floor at {a.bandwidth_gbs:g} GB/s: "
+    print(f"weights read per decoded token: {wbytes / 1e9:.3f} GB; floor at {a.bandwidth_gbs:.1f} GB/s ({bandwidth_source}): "
           f"{floor_ms:.1f} ms/token = {1000 / floor_ms:.1f} tok/s"
           + (f" (one-thread numpy sum of 1 GiB here: {numpy_gbs:.1f} GB/s -> {wbytes / numpy_gbs / 1e6:.1f} ms/token)"
              if numpy_gbs else ""))
@@ -406,7 +432,7 @@ def main():
                 j["luminal_tpot_ratio"] = lum["tpot_ms"] / r["tpot_ms"]
         j["peak_rss_bytes"] = r["peak_rss_bytes_wait4"]
         j.update(model=a.model_dir, threads=a.threads, prompt_tokens=a.prompt_tokens, new_tokens=a.new_tokens,
-                 iters=a.iters, weight_bytes=wbytes, floor_ms=floor_ms, bandwidth_gbs=a.bandwidth_gbs)
+                 iters=a.iters, weight_bytes=wbytes, floor_ms=floor_ms, bandwidth_gbs=a.bandwidth_gbs, bandwidths_measured=bandwidths)
         if numpy_gbs:
             j["numpy_sum_gbs"] = numpy_gbs
         summary.append(j)

@@ -6,7 +6,7 @@
 // attention's probabilities × values, in GFLOP/s, the median of the reps after one warm-up call;
 // and one softmax row, unmasked and causal-masked.
 //
-//   ./build/benchmarks/gemv_bench [--threads N] [--reps R]
+//   ./build/benchmarks/gemv_bench [--threads N] [--reps R] [--bandwidth-only]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -184,16 +184,22 @@ std::pair<double, double> softmax_row_ns(int reps) {
 
 int main(int argc, char** argv) {
   int threads = 0, reps = 5;
+  bool bandwidth_only = false;  // decode_bench's floor, measured in the same run as the engines
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--bandwidth-only") bandwidth_only = true;
     else {
-      std::fprintf(stderr, "usage: gemv_bench [--threads N] [--reps R]\n");
+      std::fprintf(stderr, "usage: gemv_bench [--threads N] [--reps R] [--bandwidth-only]\n");
       return 2;
     }
   }
   ThreadPool pool(threads);
+  if (bandwidth_only) {
+    std::printf("memory read bandwidth (sum of 1 GiB): %.1f GB/s\n", read_bandwidth(pool, 2 * reps + 1));
+    return 0;
+  }
   std::printf("threads %d, AVX2+FMA %s\n", pool.size(), weight_gemm_has_avx2() ? "yes" : "no");
   double bw = read_bandwidth(pool, 2 * reps + 1);
   std::printf("memory read bandwidth (sum of 1 GiB): %.1f GB/s\n", bw);
