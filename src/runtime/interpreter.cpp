@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "core/error.h"
 #include "runtime/kernels.h"
@@ -295,7 +296,16 @@ void Interpreter::run() {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     if (scatter_in_place(n, uses)) {
+      auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       scatter_into(id, n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
+      if (profiling_) {  // a KV cache write: its own line, not the runner's
+        ProfileEntry& p = profile_["Scatter (in place)"];
+        p.label = "Scatter (in place)";
+        ++p.calls;
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        p.ms += ms;
+        node_ms += ms;
+      }
       in_place[id] = n.inputs[0].src;
       invariants_.input_changed(n.inputs[0].src);
       for (size_t k = 1; k < n.inputs.size(); ++k)
@@ -354,10 +364,27 @@ void Interpreter::scatter_into(NodeId id, const Node& n, Buffer& dest, const Buf
     const int32_t* ip = reinterpret_cast<const int32_t*>(idx_buf.bytes());
     const uint8_t* sp = src_buf.bytes();
     uint8_t* dp = dest.bytes();
-    FlatCursor ci(*idx.flat()), cs(*src.flat());
-    for (int64_t j = 0; j < src_count; ++j, ci.next(), cs.next()) {
-      int64_t k = ip[ci.index()];
-      if (k >= 0 && k < count) std::memcpy(dp + static_cast<size_t>(k) * es, sp + static_cast<size_t>(cs.index()) * es, es);
+    const Reader::Flat &fi = *idx.flat(), &fs = *src.flat();
+    // Runs along both views' rows: a KV write's row of one token lands on consecutive slots, so
+    // a run whose indices count up by one is one copy (element by element, the cursors and
+    // copies took 9 ns an element: 66 ms of a Qwen3-0.6B-shaped 128-token prefill).
+    const int64_t run = fi.shape.empty() || fs.shape.empty() ? 1 : std::gcd(fi.shape.back(), fs.shape.back());
+    const int64_t is = fi.shape.empty() ? 0 : fi.layout.strides.back(), ss = fs.shape.empty() ? 0 : fs.layout.strides.back();
+    FlatCursor ci(fi), cs(fs);
+    for (int64_t j = 0; j < src_count; j += run, ci.skip(run), cs.skip(run)) {
+      const int32_t* ir = ip + ci.index();
+      const uint8_t* sr = sp + static_cast<size_t>(cs.index()) * es;
+      const int64_t k0 = ir[0];
+      bool consecutive = is == 1 && ss == 1 && k0 >= 0 && k0 + run <= count;
+      for (int64_t t = 1; consecutive && t < run; ++t) consecutive = ir[t] == k0 + t;
+      if (consecutive) {
+        std::memcpy(dp + static_cast<size_t>(k0) * es, sr, static_cast<size_t>(run) * es);
+        continue;
+      }
+      for (int64_t t = 0; t < run; ++t) {
+        const int64_t k = ir[t * is];
+        if (k >= 0 && k < count) std::memcpy(dp + static_cast<size_t>(k) * es, sr + static_cast<size_t>(t * ss) * es, es);
+      }
     }
     return;
   }

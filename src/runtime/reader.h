@@ -85,6 +85,22 @@ class FlatCursor {
  public:
   explicit FlatCursor(const Reader::Flat& f) : f_(f), coord_(f.shape.size(), 0), idx_(f.layout.offset) {}
   int64_t index() const { return idx_; }
+  // Moves `n` elements on at once, for `n` that divides the last dim, from the start of a run of
+  // n (runs along a row).
+  void skip(int64_t n) {
+    if (coord_.empty()) return;
+    const size_t last = coord_.size() - 1;
+    idx_ += n * f_.layout.strides[last];
+    if ((coord_[last] += n) < f_.shape[last]) return;
+    idx_ -= coord_[last] * f_.layout.strides[last];
+    coord_[last] = 0;
+    for (size_t d = last; d-- > 0;) {
+      idx_ += f_.layout.strides[d];
+      if (++coord_[d] < f_.shape[d]) return;
+      idx_ -= coord_[d] * f_.layout.strides[d];
+      coord_[d] = 0;
+    }
+  }
   void next() {
     for (size_t d = coord_.size(); d-- > 0;) {
       idx_ += f_.layout.strides[d];

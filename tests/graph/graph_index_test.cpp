@@ -101,6 +101,38 @@ TEST(GraphScatter, RandomAgainstNaiveLoop) {
   EXPECT_EQ(it.output_as<int32_t>("out"), want);
 }
 
+// The in-place KV write copies runs of consecutive slots at once: runs that count up by one,
+// runs with a gap, runs that reach past the end (element by element, the tail skipped), a
+// transposed source (not a run), and indices shaped unlike the source (runs of their common
+// row length). Each against the naive loop.
+TEST(GraphScatter, RunsOfConsecutiveSlotsAgainstNaiveLoop) {
+  std::vector<int32_t> ix;
+  for (int t = 0; t < 8; ++t) ix.push_back(8 + t);          // a run
+  for (int t = 0; t < 8; ++t) ix.push_back(t == 5 ? 40 : 20 + t);  // a gap
+  for (int t = 0; t < 8; ++t) ix.push_back(60 + t);         // past the end of 64 slots
+  for (bool transposed : {false, true})
+    for (bool flat_idx : {false, true}) {
+      Graph g;
+      NodeId dest = g.input("dest", DType::I32, exprs({64}));
+      NodeId idx = g.input("idx", DType::I32, flat_idx ? exprs({24}) : exprs({3, 8}));
+      NodeId src = g.input("src", DType::I32, transposed ? exprs({8, 3}) : exprs({3, 8}));
+      Edge ie = flat_idx ? Edge{idx, View::contiguous({Expr(24)}).reshape({Expr(3), Expr(8)})} : edge(g, idx);
+      Edge se = transposed ? Edge{src, View::contiguous({Expr(8), Expr(3)}).permute({1, 0})} : edge(g, src);
+      g.output("out", edge(g, g.scatter(edge(g, dest), ie, se)));
+      std::vector<int32_t> d = random_ints(64, -9, 9, 4), sv = random_ints(24, 100, 999, 5);
+      Interpreter it = run(std::move(g), {{"dest", Buffer::i32(d, {64})},
+                                          {"idx", Buffer::i32(ix, flat_idx ? Shape{24} : Shape{3, 8})},
+                                          {"src", Buffer::i32(sv, transposed ? Shape{8, 3} : Shape{3, 8})}});
+      std::vector<int32_t> want = d;
+      for (int j = 0; j < 24; ++j) {
+        const int row = j / 8, col = j % 8;
+        const int32_t v = transposed ? sv[col * 3 + row] : sv[j];
+        if (ix[j] >= 0 && ix[j] < 64) want[ix[j]] = v;
+      }
+      EXPECT_EQ(it.output_as<int32_t>("out"), want) << "transposed " << transposed << " flat idx " << flat_idx;
+    }
+}
+
 TEST(GraphScatter, BuilderChecks) {
   Graph g;
   NodeId dest = g.input("dest", DType::F32, exprs({4}));
