@@ -40,6 +40,26 @@ TEST(CpuAttention, PrefillAndDecodeShapesMatchTheReference) {
   check(1, 40, 16, 8, 8200, 8300);  // 8240 keys: blocks of 31 rows (1 MB of scores), the last of 9
 }
 
+// Fewer heads than twice the threads over at least 1024 keys: decode splits the keys into
+// slices and merges them (the pool here has two threads).
+TEST(CpuAttention, DecodeOverALongCacheSplitsTheKeys) {
+  check(1, 1, 64, 64, 3000, 3100);  // one head: 5 slices of 601 keys
+  check(1, 4, 16, 8, 1100, 1200);   // four rows, 2 slices, the last shorter
+  check(2, 2, 32, 16, 1500, 1600);  // two heads: 2 slices each
+}
+
+// The slices' merge where a row's keys are masked in whole slices, or everywhere (NaN in both).
+TEST(CpuAttention, SlicesMaskedWholeMergeAsTheReference) {
+  const int64_t b = 1, m = 2, k = 16, n = 2048, d = 8;
+  KernelInput q = whole(random_f32({b, m, k}, 41));
+  KernelInput kt{random_f32({b, n, k}, 42), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({b, n, d}, 43));
+  std::vector<bool> bits(static_cast<size_t>(b * m * n), false);
+  for (int64_t j = 1500; j < n; ++j) bits[static_cast<size_t>(j)] = true;  // row 0: only its last keys; row 1: none
+  KernelInput mask = whole(Buffer::boolean(bits, {b * m * n}));
+  compare(kernel_node("Attention", 2, 0.3f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
 // Grouped-query attention as decoders write it: q [seq, kv_heads * group, k] read as
 // [kv_heads, group * seq, k], a view one stride per dim cannot express (the kernel copies it).
 TEST(CpuAttention, GroupedQueriesThroughAMergedView) {

@@ -1,6 +1,7 @@
 #include "backends/cpu/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -96,6 +97,82 @@ void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count
   }, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)));
 }
 
+// Decode over a long cache with few heads: each task takes one head's rows and one slice of its
+// keys (flash-decoding): scores by weight_gemm, exp(score - the slice's max), their sum, and
+// the weighted values by gemm_nn; then each row merges its slices, weighted by
+// exp(slice max - row max). A row masked everywhere is NaN, as the reference's 0/0.
+constexpr int64_t kMinSliceKeys = 512;
+
+void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool q_flat, const F32Operand& kt, const F32Operand& v,
+                             const float* mask, int64_t batch, int64_t m, int64_t k, int64_t nk, int64_t d,
+                             const std::vector<int64_t>& q_shape, int64_t slices, float scale, float* o, ThreadPool& pool) {
+  const size_t r = q_shape.size();
+  const int64_t span = (nk + slices - 1) / slices;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  // Per (head, slice): each row's max and sum, then its unnormalised output row.
+  std::vector<float> stats(static_cast<size_t>(batch * slices * m * 2)), parts(static_cast<size_t>(batch * slices * m * d));
+  pool.parallel_for(batch * slices, [&](int64_t t0, int64_t t1) {
+    std::vector<float> scores, q_block;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t bi = t / slices, j0 = (t % slices) * span, nj = std::min(span, nk - j0);
+      float* st = stats.data() + t * m * 2;
+      float* part = parts.data() + t * m * d;
+      if (nj <= 0) {  // an empty slice weighs nothing
+        for (int64_t i = 0; i < m; ++i) st[2 * i] = ninf, st[2 * i + 1] = 0;
+        std::fill(part, part + m * d, 0.0f);
+        continue;
+      }
+      int64_t kb = kt.offset, vb = v.offset;
+      add_batch_offsets(bi, q_shape, kt.strides, v.strides, kb, vb);
+      const float* qa;
+      int64_t lda;
+      if (q_whole) {
+        int64_t qb = q_whole->offset, unused = 0;
+        add_batch_offsets(bi, q_shape, q_whole->strides, q_whole->strides, qb, unused);
+        qa = q_whole->data + qb;
+        lda = q_whole->strides[r - 2];
+      } else {
+        q_block.resize(static_cast<size_t>(m * k));
+        load_floats(q_in, q_flat, bi * m * k, m * k, q_block.data());
+        qa = q_block.data();
+        lda = k;
+      }
+      scores.resize(static_cast<size_t>(m * nj));
+      weight_gemm({qa, lda, kt.data + kb + j0 * kt.strides[r - 1], kt.strides[r - 1], DType::F32, scores.data(), nj, m, nj, k}, nullptr);
+      for (int64_t i = 0; i < m; ++i) {
+        float* row = scores.data() + i * nj;
+        const float* mr = mask + (bi * m + i) * nk + j0;
+        float mx = ninf;
+        for (int64_t j = 0; j < nj; ++j) {
+          row[j] = mr[j] != 0 ? row[j] * scale : ninf;
+          mx = std::max(mx, row[j]);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < nj; ++j) sum += (row[j] = mx == ninf ? 0.0f : std::exp(row[j] - mx));
+        st[2 * i] = mx, st[2 * i + 1] = sum;
+      }
+      // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
+      gemm_nn({scores.data(), nj, v.data + vb + j0 * v.strides[r - 2], v.strides[r - 2], DType::F32, part, d, m, d, nj}, nullptr);
+    }
+  });
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i) {
+      float mx = ninf;
+      for (int64_t c = 0; c < slices; ++c) mx = std::max(mx, stats[static_cast<size_t>(((bi * slices + c) * m + i) * 2)]);
+      float* orow = o + (bi * m + i) * d;
+      std::fill(orow, orow + d, 0.0f);
+      float sum = 0;
+      for (int64_t c = 0; c < slices; ++c) {
+        const float* st = stats.data() + ((bi * slices + c) * m + i) * 2;
+        const float w = st[0] == ninf ? 0.0f : std::exp(st[0] - mx);
+        sum += w * st[1];
+        axpy(w, parts.data() + ((bi * slices + c) * m + i) * d, 1, orow, d);
+      }
+      const float rcp = 1.0f / sum;  // a row masked everywhere: 0 * inf, NaN
+      for (int64_t e = 0; e < d; ++e) orow[e] *= rcp;
+    }
+}
+
 }  // namespace
 
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out,
@@ -146,6 +223,15 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     // once, so fewer, taller blocks repack less (prefill's 128 keys: a head's whole sequence).
     const int64_t row_block = std::max<int64_t>(16, (int64_t(1) << 18) / std::max<int64_t>(1, nk));
     const int64_t blocks = (m + row_block - 1) / row_block;
+    // Fewer heads than threads can share over a long cache (a decode of one or two KV heads):
+    // the keys split into slices instead, each slice's rows merged afterwards.
+    const int64_t tasks = batch * blocks, threads = static_cast<int64_t>(pool.size());
+    if (blocks == 1 && tasks < 2 * threads && nk >= 2 * kMinSliceKeys) {
+      const int64_t slices = std::min((4 * threads + tasks - 1) / tasks, nk / kMinSliceKeys);
+      attention_by_key_slices(q_whole ? &*q_whole : nullptr, in[0], q_flat, kt, v, mask.data(), batch, m, k, nk, d, s[0], slices, scale, o,
+                              pool);
+      return true;
+    }
     pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
       std::vector<float> scores, q_block;
       for (int64_t t = t0; t < t1; ++t) {

@@ -3,6 +3,8 @@
 // query rows of one head go through the GEMM kernels (scores by weight_gemm, the weighted sum of
 // values by gemm_nn), one block per task: a block's scores stay within 1 MB (at least 16 rows),
 // decode's few rows per head spread over the heads, and prefill's blocks over heads and rows.
+// A decode with fewer heads than twice the threads, over 1024 keys or more, splits each head's
+// keys into slices instead (at least 512 keys each) and merges them (flash-decoding).
 // Keys or values without a unit inner stride fall back to one query row at a time.
 #include <cstdint>
 #include <vector>
