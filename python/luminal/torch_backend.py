@@ -115,8 +115,11 @@ def where_from(node):
     """The model line that made an FX node, for error messages."""
     trace = node.meta.get("stack_trace")
     if trace:
-        lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()]
-        return " at " + " / ".join(lines[-2:])
+        # The innermost frame: its 'File "...", line N, in f' line and its code, without the
+        # '^^^^' markers that Python 3.11 and later add under the code.
+        lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip() and set(ln.strip()) - set("^~ ")]
+        files = [i for i, ln in enumerate(lines) if ln.startswith("File ")]
+        return " at " + " / ".join(lines[files[-1]:files[-1] + 2] if files else lines[-2:])
     return ""
 
 

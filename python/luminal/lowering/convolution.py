@@ -30,11 +30,13 @@ def _conv(cx, x, w, bias, stride, padding, dilation, groups):
     win = L.permute(win, [0, 1] + list(range(3, 3 + s)) + [2] + list(range(3 + s, 3 + 2 * s)))
     win = L.reshape(win, [n, groups, prod_of(out), kk])
     wg = L.transpose(L.reshape(to_dtype(w, x.dtype), [groups, og, kk]), 1, 2)  # [G, Cg*K, Og]
-    y = L.matmul(win, wg)  # [N, G, P, Og]
+    # Half-precision inputs: f32 products, sums and bias, one rounding at the end, as PyTorch's
+    # CPU convolutions do (a half matmul would round every product).
+    y = L.matmul(f32(win), f32(wg))  # [N, G, P, Og]
     y = L.reshape(L.permute(y, [0, 1, 3, 2]), [n, o] + out)
     if bias is not None:
-        y = L.add(y, L.reshape(to_dtype(bias, y.dtype), [o] + [1] * s))
-    return y
+        y = L.add(y, L.reshape(f32(bias), [o] + [1] * s))
+    return to_dtype(y, x.dtype)
 
 
 def _dilate(x, stride):

@@ -165,19 +165,40 @@ def _pow_ts(cx, a, e):
         return L.sqrt(a)
     if e == 1:
         return a
-    return to_dtype(L.pow(to_dtype(a, "f32") if out == "i32" else a, float(e)), out)
+    if out == "i32":
+        return _int_pow(cx, a, scalar(cx, e, "i32"))
+    return to_dtype(L.pow(a, float(e)), out)
 
 
 @lower(aten.pow.Tensor_Tensor)
 def _pow_tt(cx, a, b):
     a, b = promote(cx, a, b)
-    return L.pow(a, b)
+    return _int_pow(cx, a, b) if a.dtype == "i32" else L.pow(a, b)
 
 
 @lower(aten.pow.Scalar)
 def _pow_st(cx, a, b):
     out = cx.out_dtype()
-    return L.pow(as_tensor(cx, a, out), to_dtype(b, out))
+    a, b = as_tensor(cx, a, out), to_dtype(b, out)
+    return _int_pow(cx, a, b) if out == "i32" else L.pow(a, b)
+
+
+def _int_pow(cx, a, e):
+    """Integer powers, exact as PyTorch's (a float pow truncated gave 3**5 = 242): square and
+    multiply over the exponent's bits. Past 63 every base but 0 and ±1 overflows, and theirs
+    depend only on the parity, so such exponents become 62 or 63. A negative exponent gives 0,
+    except for the bases 1 and -1, as PyTorch's integer kernel does."""
+    i = lambda v: scalar(cx, v, "i32")  # noqa: E731
+    k = L.abs(e)
+    k = L.where(L.gt(k, i(63)), L.add(L.remainder(k, i(2)), i(62)), k)
+    result, power = L.full_like(a, 1), a
+    for bit in range(6):
+        on = L.eq(L.remainder(L.floor_divide(k, i(2**bit)), i(2)), i(1))
+        result = L.where(on, L.mul(result, power), result)
+        if bit < 5:
+            power = L.mul(power, power)
+    unit = L.eq(L.abs(a), i(1))
+    return L.where(L.logical_and(L.lt(e, i(0)), L.logical_not(unit)), i(0), result)
 
 
 def unary(fn, float_only=True):

@@ -103,6 +103,14 @@ def _identity(cx, x, **_):
     return x
 
 
+@lower(aten.copy.default)
+def _copy(cx, dst, src, non_blocking=False):
+    """copy(dst, src): src broadcast to dst's shape, in dst's dtype (functionalization's form of
+    copy_ into a tensor the graph made itself, such as torch.empty(...).copy_(x))."""
+    src = to_dtype(src, cx.out_dtype())
+    return src if list(src.shape) == list(dst.shape) else L.expand(src, list(dst.shape))
+
+
 @lower(aten._to_copy.default)
 def _to_copy(cx, x, dtype=None, **_):
     return to_dtype(x, cx.out_dtype())
