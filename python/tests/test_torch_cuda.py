@@ -10,6 +10,10 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or lm.cuda_unavail
                                 reason="no usable GPU here")
 
 from test_torch_ops import CASES, flatten  # noqa: E402
+from test_torch_ops_coverage import BOOL_CASES, BROADCAST_CASES, HALF_CASES, INT_CASES, LOWERED_CASES  # noqa: E402
+
+# The coverage suite's tables too (rows that carry an xfail reason are left out here).
+MORE_CASES = [c[:4] for c in LOWERED_CASES + BROADCAST_CASES + HALF_CASES + INT_CASES + BOOL_CASES if not isinstance(c[-1], str)]
 from test_torch_models import FAMILIES, tiny  # noqa: E402
 
 
@@ -17,7 +21,7 @@ def cuda(x):
     return x.cuda() if isinstance(x, torch.Tensor) else x
 
 
-@pytest.mark.parametrize("name,fn,inputs,tol", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,fn,inputs,tol", CASES + MORE_CASES, ids=[c[0] for c in CASES] + ["more_" + c[0] for c in MORE_CASES])
 def test_op_matches_eager_on_cuda(name, fn, inputs, tol):
     torch._dynamo.reset()
     inputs = tuple(cuda(x) for x in inputs)
