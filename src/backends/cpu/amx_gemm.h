@@ -1,0 +1,23 @@
+#pragma once
+// Prefill GEMM on Intel AMX tiles (Sapphire Rapids and newer): C = A · Wᵀ for bf16 weights W
+// [n, k] and f32 activations A [m, k]. The tiles multiply bf16 pairs into f32 sums, so A is
+// split into bf16 hi + lo (hi = A rounded, lo = the remainder rounded) and both are multiplied:
+// about 16 of A's 24 mantissa bits, the weights exact, sums in f32 — within the 1e-5 of the sum
+// of |products| that the other GEMMs are held to, where bf16 activations alone would be 4e-3.
+#include "backends/cpu/weight_gemm.h"
+
+namespace luminal::cpu {
+
+// Whether AMX runs here: the CPU has AMX-TILE and AMX-BF16 (and AVX512-BF16 for the packing),
+// Linux granted this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), and
+// LUMINAL_CPU_AMX is not 0. Checked once.
+bool amx_available();
+
+// Whether amx_weight_gemm takes this product: bf16 weights, n and k multiples of 32, m ≥ 1.
+bool amx_fits(const WeightGemm& g);
+
+// C = A · Wᵀ on AMX tiles; the caller checks amx_available() and amx_fits(g). Threads split W's
+// rows in blocks of 32.
+void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool);
+
+}  // namespace luminal::cpu

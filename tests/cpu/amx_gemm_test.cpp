@@ -1,0 +1,77 @@
+// The AMX GEMM against a double-precision product: token counts around its 16-token blocks (and
+// an odd number of blocks, which pairs the last with itself), W rows in one or many 32-row blocks,
+// k from one 32-wide step to many, padded strides, one thread and a pool. Skipped where the CPU
+// or the kernel does not offer AMX.
+#include "backends/cpu/amx_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "core/dtype.h"
+
+namespace luminal::cpu {
+namespace {
+
+// Runs C = A · Wᵀ through `run` and checks every output against the double product within 1e-5
+// of the sum of |products|. Activations rounded to bf16 alone (no lo part) miss that by far
+// (about 2e-3). C's padding columns must stay untouched.
+template <class Run>
+void check(int64_t m, int64_t n, int64_t k, Run run) {
+  std::mt19937 rng(static_cast<uint32_t>(m * 7919 + n * 31 + k));
+  std::uniform_real_distribution<float> d(-1, 1);
+  const int64_t lda = k + 3, ldw = k + 16, ldc = n + 5;
+  std::vector<float> a(static_cast<size_t>(m * lda)), c(static_cast<size_t>(m * ldc), -7.0f);
+  std::vector<uint16_t> w(static_cast<size_t>(n * ldw));
+  for (float& x : a) x = d(rng) * (1 + 1000 * (d(rng) > 0.9f));  // some large values: the split must scale
+  for (uint16_t& x : w) x = f32_to_bf16(d(rng));
+  WeightGemm g{a.data(), lda, w.data(), ldw, DType::BF16, c.data(), ldc, m, n, k};
+  ASSERT_TRUE(amx_fits(g));
+  run(g);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      float got = c[static_cast<size_t>(i * ldc + j)];
+      if (j >= n) {
+        ASSERT_EQ(got, -7.0f) << "wrote past column n at " << i << "," << j;
+        continue;
+      }
+      double want = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * bf16_to_f32(w[static_cast<size_t>(j * ldw + p)]);
+        want += prod;
+        mag += std::abs(prod);
+      }
+      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+    }
+}
+
+TEST(AmxGemm, MatchesTheDoubleProduct) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX here (CPU, kernel permission, or LUMINAL_CPU_AMX=0)";
+  ThreadPool pool(2), pool3(3);
+  for (int64_t m : {1, 15, 16, 17, 33, 48, 130})
+    for (int64_t n : {32, 96, 320})
+      for (int64_t k : {32, 64, 352}) {
+        check(m, n, k, [](const WeightGemm& g) { amx_weight_gemm(g, nullptr); });
+        check(m, n, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3); });
+      }
+  check(128, 1024, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool); });
+  // Through weight_gemm, which takes AMX from 16 rows when the shape fits.
+  for (int64_t m : {16, 17, 64}) check(m, 64, 96, [&](const WeightGemm& g) { weight_gemm(g, &pool); });
+}
+
+TEST(AmxGemm, TakesOnlyBf16WeightsWithWholeBlocks) {
+  float a = 0, c = 0;
+  uint16_t w = 0;
+  auto fits = [&](int64_t n, int64_t k, DType t) { return amx_fits(WeightGemm{&a, k, &w, k, t, &c, n, 16, n, k}); };
+  EXPECT_TRUE(fits(32, 32, DType::BF16));
+  EXPECT_TRUE(fits(4096, 14336, DType::BF16));
+  EXPECT_FALSE(fits(32, 32, DType::F32));
+  EXPECT_FALSE(fits(48, 32, DType::BF16));
+  EXPECT_FALSE(fits(32, 40, DType::BF16));
+}
+
+}  // namespace
+}  // namespace luminal::cpu
