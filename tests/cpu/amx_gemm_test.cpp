@@ -20,7 +20,7 @@ namespace {
 // of the sum of |products|. Activations rounded to bf16 alone (no lo part) miss that by far
 // (about 2e-3). C's padding columns must stay untouched.
 template <class Run>
-void check(int64_t m, int64_t n, int64_t k, Run run) {
+void check(int64_t m, int64_t n, int64_t k, Run run, bool bf16_a = false) {
   std::mt19937 rng(static_cast<uint32_t>(m * 7919 + n * 31 + k));
   std::uniform_real_distribution<float> d(-1, 1);
   const int64_t lda = k + 3, ldw = k + 16, ldc = n + 5;
@@ -40,7 +40,9 @@ void check(int64_t m, int64_t n, int64_t k, Run run) {
       }
       double want = 0, mag = 0;
       for (int64_t p = 0; p < k; ++p) {
-        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * bf16_to_f32(w[static_cast<size_t>(j * ldw + p)]);
+        float x = a[static_cast<size_t>(i * lda + p)];
+        if (bf16_a) x = bf16_to_f32(f32_to_bf16(x));  // what the hi part alone holds
+        double prod = static_cast<double>(x) * bf16_to_f32(w[static_cast<size_t>(j * ldw + p)]);
         want += prod;
         mag += std::abs(prod);
       }
@@ -54,12 +56,20 @@ TEST(AmxGemm, MatchesTheDoubleProduct) {
   for (int64_t m : {1, 15, 16, 17, 33, 48, 130})
     for (int64_t n : {32, 96, 320})
       for (int64_t k : {32, 64, 352}) {
-        check(m, n, k, [](const WeightGemm& g) { amx_weight_gemm(g, nullptr); });
-        check(m, n, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3); });
+        check(m, n, k, [](const WeightGemm& g) { amx_weight_gemm(g, nullptr, false); });
+        check(m, n, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3, false); });
       }
-  check(128, 1024, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool); });
+  check(128, 1024, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, false); });
   // Through weight_gemm, which takes AMX from 16 rows when the shape fits.
   for (int64_t m : {16, 17, 64}) check(m, 64, 96, [&](const WeightGemm& g) { weight_gemm(g, &pool); });
+}
+
+// LUMINAL_CPU_BF16_ACTIVATIONS' mode: exactly the product of A rounded to bf16 (to f32 sums).
+TEST(AmxGemm, Bf16ActivationsAreTheProductOfTheRoundedActivations) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX here (CPU, kernel permission, or LUMINAL_CPU_AMX=0)";
+  ThreadPool pool(2);
+  for (int64_t m : {16, 33})
+    for (int64_t k : {64, 352}) check(m, 96, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, true); }, true);
 }
 
 TEST(AmxGemm, TakesOnlyBf16WeightsWithWholeBlocks) {

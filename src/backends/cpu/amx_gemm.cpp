@@ -113,7 +113,7 @@ LM_AMX void transpose16(const float* src, int64_t ls, float* dst, int64_t ld, in
 constexpr int64_t kSumsBytes = 256 * 1024, kPackedSliceBytes = 512 * 1024;
 
 // W rows [j0, j1) (multiples of 32) against every token.
-LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo, int64_t blocks, int64_t j0, int64_t j1) {
+LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo, bool split, int64_t blocks, int64_t j0, int64_t j1) {
   static const TileConfig config = tile_config();
   _tile_loadconfig(&config);
   const uint16_t* w = static_cast<const uint16_t*>(g.w);
@@ -167,6 +167,7 @@ LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
+            if (!split) continue;
             _tile_loadd(6, l0 + kb * 512, 64);
             _tile_loadd(7, l1 + kb * 512, 64);
             _tile_dpbf16ps(0, 4, 6);
@@ -204,11 +205,19 @@ bool amx_available() {
   return ok;
 }
 
+bool amx_bf16_activations() {
+  static const bool on = [] {
+    const char* env = std::getenv("LUMINAL_CPU_BF16_ACTIVATIONS");
+    return env && std::string(env) == "1";
+  }();
+  return on;
+}
+
 bool amx_fits(const WeightGemm& g) {
   return g.w_dtype == DType::BF16 && g.m >= 1 && g.n > 0 && g.n % 32 == 0 && g.k > 0 && g.k % 32 == 0;
 }
 
-void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool) {
+void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool, bool bf16_activations) {
   const int64_t blocks = (g.m + 15) / 16;
   // 64-byte aligned (tile loads do not need it, but the packing's rows then start on lines).
   // The packed activations, kept by the calling thread between calls (every element is written).
@@ -222,7 +231,8 @@ void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool) {
   uint16_t* hi = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t(63));
   uint16_t* lo = hi + elems;
   auto pack = [&](int64_t t0, int64_t t1) { pack_rows(g, t0, t1, hi, lo); };
-  auto rows = [&](int64_t b0, int64_t b1) { amx_rows(g, hi, lo, blocks, b0 * 32, b1 * 32); };
+  const bool split = !bf16_activations;
+  auto rows = [&](int64_t b0, int64_t b1) { amx_rows(g, hi, lo, split, blocks, b0 * 32, b1 * 32); };
   if (pool) {
     pool->parallel_for(blocks * 16, pack, 16);
     pool->parallel_for(g.n / 32, rows, 1);  // one range per thread: its chunks reuse each packed slice

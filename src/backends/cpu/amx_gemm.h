@@ -13,11 +13,16 @@ namespace luminal::cpu {
 // LUMINAL_CPU_AMX is not 0. Checked once.
 bool amx_available();
 
+// LUMINAL_CPU_BF16_ACTIVATIONS=1: multiply the hi part only, as bf16 engines (PyTorch's bf16
+// path) do: half the tile work, sums within about 4e-3 of the sum of |products|. Off by default.
+bool amx_bf16_activations();
+
 // Whether amx_weight_gemm takes this product: bf16 weights, n and k multiples of 32, m ≥ 1.
 bool amx_fits(const WeightGemm& g);
 
 // C = A · Wᵀ on AMX tiles; the caller checks amx_available() and amx_fits(g). Threads split W's
 // rows in blocks of 32.
-void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool);
+// bf16_activations: the hi part only (see amx_bf16_activations()).
+void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool, bool bf16_activations = amx_bf16_activations());
 
 }  // namespace luminal::cpu
