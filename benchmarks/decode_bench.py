@@ -241,7 +241,9 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--engines", default="luminal,pytorch,llama.cpp", help="comma list to run (default all three)")
+    ap.add_argument("--engines", default="luminal,pytorch,llama.cpp",
+                    help="comma list to run (default luminal,pytorch,llama.cpp); luminal-bf16 adds luminal with "
+                         "LUMINAL_CPU_BF16_ACTIVATIONS=1 (prefill's products on bf16 activations, where the CPU has AMX)")
     ap.add_argument("--torch-dtypes", default="bf16,fp32", help="PyTorch dtypes to try; the fastest is reported")
     ap.add_argument("--luminal-args", default="", help="extra arguments for `luminal bench` (e.g. --no-cache)")
     ap.add_argument("--torch-python", help="Python with torch + transformers")
@@ -271,9 +273,9 @@ def main():
         return emit({"numpy_sum_gbs": measure_bandwidth_numpy()})
 
     engines = [e.strip() for e in a.engines.split(",") if e.strip()]
-    unknown = [e for e in engines if e not in ("luminal", "pytorch", "llama.cpp")]
+    unknown = [e for e in engines if e not in ("luminal", "luminal-bf16", "pytorch", "llama.cpp")]
     if unknown:
-        ap.error(f"--engines: unknown {', '.join(unknown)} (known: luminal, pytorch, llama.cpp)")
+        ap.error(f"--engines: unknown {', '.join(unknown)} (known: luminal, luminal-bf16, pytorch, llama.cpp)")
     bad_dtypes = [d for d in a.torch_dtypes.split(",") if d.strip() not in ("bf16", "fp32")]
     if bad_dtypes:
         ap.error(f"--torch-dtypes: unknown {', '.join(bad_dtypes)} (known: bf16, fp32)")
@@ -297,19 +299,19 @@ def main():
             time.sleep(10)
         return os.getloadavg()[0]
 
-    def run_engine(name, cmd):
+    def run_engine(name, cmd, extra_env=None):
         load0 = quiet()
-        print("+ " + " ".join(cmd), flush=True)
-        rc, out, err, rss, wall = run_child_rusage(cmd, env=env, timeout=a.timeout)
+        print("+ " + " ".join(f"{k}={v}" for k, v in (extra_env or {}).items()) + (" " if extra_env else "") + " ".join(cmd), flush=True)
+        rc, out, err, rss, wall = run_child_rusage(cmd, env={**env, **(extra_env or {})}, timeout=a.timeout)
         extra = {"cpu_s": run_child_rusage.last_cpu_s, "load1_before": load0, "load1_after": os.getloadavg()[0]}
         return record(name, rc, out, err, rss, wall, extra)
 
     def record(name, rc, out, err, rss, wall, extra=None):
-        r = parse_result(out) if name != "luminal" else None
-        if name == "luminal":
+        r = parse_result(out) if not name.startswith("luminal") else None
+        if name.startswith("luminal"):
             try:
                 r = json.loads(out.strip().splitlines()[-1])
-                r["engine"] = "luminal"
+                r["engine"] = name
             except (ValueError, IndexError):
                 r = None
         if rc != 0 or r is None:
@@ -326,7 +328,7 @@ def main():
                   f"load {r.get('load1_before', 0):.1f} -> {r.get('load1_after', 0):.1f}", flush=True)
         return r
 
-    if "luminal" in engines and not a.luminal:
+    if any(e.startswith("luminal") for e in engines) and not a.luminal:
         sys.exit("--luminal PATH is needed for the luminal engine (or leave it out of --engines)")
     gemv_bench = a.gemv_bench or (str(Path(a.luminal).parent / "benchmarks" / "gemv_bench") if a.luminal else None)
     bandwidths = []  # GB/s, one a round: the machine's bandwidth moves from minute to minute
@@ -350,6 +352,10 @@ def main():
                    "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
             cmd += a.luminal_args.split()
             run_engine("luminal", cmd)
+        if "luminal-bf16" in engines:  # prefill's products on bf16 activations, as PyTorch's bf16 path
+            cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
+                   "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
+            run_engine("luminal-bf16", cmd + a.luminal_args.split(), {"LUMINAL_CPU_BF16_ACTIVATIONS": "1"})
 
         if "pytorch" in engines:
             py = find_python(a.torch_python, ["torch", "transformers"])
