@@ -158,21 +158,25 @@ LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo
             _tile_loadd(2, c10, sstride);
             _tile_loadd(3, c11, sstride);
           }
+          // Each load goes out as soon as the products still reading its tile have been issued,
+          // so it overlaps the products on the other tiles: loading tiles 6 and 7 together
+          // made each pair wait for all four products before it (one thread, n = 3072, k = 1024,
+          // m = 128: 2.6-2.8 → 2.1 ms, best of 15, six alternating pairs).
           for (int64_t kb = kb0; kb < kb1; ++kb) {
             _tile_loadd(4, w0 + kb * 32, wstride);
-            _tile_loadd(5, w1 + kb * 32, wstride);
             _tile_loadd(6, h0 + kb * 512, 64);
-            _tile_loadd(7, h1 + kb * 512, 64);
+            _tile_loadd(5, w1 + kb * 32, wstride);
             _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(7, h1 + kb * 512, 64);
             _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            if (split) _tile_loadd(6, l0 + kb * 512, 64);
             _tile_dpbf16ps(3, 5, 7);
             if (!split) continue;
-            _tile_loadd(6, l0 + kb * 512, 64);
-            _tile_loadd(7, l1 + kb * 512, 64);
             _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(7, l1 + kb * 512, 64);
             _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(3, 5, 7);
           }
           _tile_stored(0, c00, sstride);
