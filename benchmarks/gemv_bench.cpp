@@ -21,6 +21,7 @@
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "runtime/huge_page_arena.h"
+#include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/weight_gemm.h"
 #include "core/dtype.h"
 
@@ -200,7 +201,8 @@ int main(int argc, char** argv) {
     std::printf("memory read bandwidth (sum of 1 GiB): %.1f GB/s\n", read_bandwidth(pool, 2 * reps + 1));
     return 0;
   }
-  std::printf("threads %d, AVX2+FMA %s\n", pool.size(), weight_gemm_has_avx2() ? "yes" : "no");
+  std::printf("threads %d, AVX2+FMA %s, AMX %s\n", pool.size(), weight_gemm_has_avx2() ? "yes" : "no",
+              amx_available() ? "yes (bf16 GEMMs from 16 rows run on its tiles)" : "no");
   double bw = read_bandwidth(pool, 2 * reps + 1);
   std::printf("memory read bandwidth (sum of 1 GiB): %.1f GB/s\n", bw);
   for (DType t : {DType::BF16, DType::F32}) {
