@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -70,6 +71,26 @@ TEST(AmxGemm, Bf16ActivationsAreTheProductOfTheRoundedActivations) {
   ThreadPool pool(2);
   for (int64_t m : {16, 33})
     for (int64_t k : {64, 352}) check(m, 96, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, true); }, true);
+}
+
+// An infinite activation gives infinite sums (of its product's sign), not NaN from inf - inf in
+// the hi/lo split; a NaN one gives NaN.
+TEST(AmxGemm, InfiniteAndNanActivationsPropagateAsInTheReference) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX here (CPU, kernel permission, or LUMINAL_CPU_AMX=0)";
+  const int64_t m = 16, n = 32, k = 32;
+  std::vector<float> a(m * k, 0.5f), c(m * n);
+  std::vector<uint16_t> w(n * k, f32_to_bf16(0.25f));
+  a[0] = std::numeric_limits<float>::infinity();
+  a[k] = -std::numeric_limits<float>::infinity();
+  a[2 * k] = std::nanf("");
+  for (int64_t j = 0; j < n; ++j) w[j * k] = f32_to_bf16(j % 2 ? 1.0f : -1.0f);
+  amx_weight_gemm(WeightGemm{a.data(), k, w.data(), k, DType::BF16, c.data(), n, m, n, k}, nullptr, false);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(c[j], j % 2 ? INFINITY : -INFINITY) << j;
+    EXPECT_EQ(c[n + j], j % 2 ? -INFINITY : INFINITY) << j;
+    EXPECT_TRUE(std::isnan(c[2 * n + j])) << j;
+    EXPECT_FLOAT_EQ(c[3 * n + j], (j % 2 ? 0.5f : -0.5f) + 31 * 0.125f) << j;
+  }
 }
 
 TEST(AmxGemm, TakesOnlyBf16WeightsWithWholeBlocks) {

@@ -61,9 +61,12 @@ LM_AMX void pack_rows(const WeightGemm& g, int64_t t0, int64_t t1, uint16_t* hi,
       for (int half = 0; half < 2; ++half) {
         __m512 x = _mm512_loadu_ps(a + p0 + 16 * half);
         __m256bh xh = _mm512_cvtneps_pbh(x);
-        // hi as f32 (bf16 bits shifted up), then the exact remainder rounded again
+        // hi as f32 (bf16 bits shifted up), then the exact remainder rounded again; where hi is
+        // infinite or NaN the remainder is 0, so an infinite activation gives ±inf sums as in
+        // the reference (inf - inf would make them NaN)
         __m512 back = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)xh), 16));
-        __m256bh xl = _mm512_cvtneps_pbh(_mm512_sub_ps(x, back));
+        const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(back, back), _mm512_setzero_ps(), _CMP_EQ_OQ);
+        __m256bh xl = _mm512_cvtneps_pbh(_mm512_maskz_sub_ps(finite, x, back));
         _mm256_store_si256(reinterpret_cast<__m256i*>(h + 16 * half), (__m256i)xh);
         _mm256_store_si256(reinterpret_cast<__m256i*>(l + 16 * half), (__m256i)xl);
       }
