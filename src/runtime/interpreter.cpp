@@ -286,6 +286,15 @@ void Interpreter::run() {
   std::vector<int> uses = readers_;
   std::vector<std::optional<Buffer>> live(graph_.size());  // by node id: a lookup per edge
   std::map<NodeId, NodeId> in_place;  // a Scatter that updated this input's buffer
+  // One profile line per label: calls and milliseconds since t0, also kept out of the runner's.
+  auto record = [&](const std::string& label, std::chrono::steady_clock::time_point t0) {
+    ProfileEntry& p = profile_[label];
+    p.label = label;
+    ++p.calls;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    p.ms += ms;
+    node_ms += ms;
+  };
   auto buffer_of = [&](NodeId src) -> Buffer& {
     if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second);
     if (graph_.node(src).op == OpKind::Input) return inputs_.at(src);
@@ -298,14 +307,7 @@ void Interpreter::run() {
     if (scatter_in_place(n, uses)) {
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       scatter_into(id, n, inputs_.at(n.inputs[0].src), buffer_of(n.inputs[1].src), buffer_of(n.inputs[2].src));
-      if (profiling_) {  // a KV cache write: its own line, not the runner's
-        ProfileEntry& p = profile_["Scatter (in place)"];
-        p.label = "Scatter (in place)";
-        ++p.calls;
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        p.ms += ms;
-        node_ms += ms;
-      }
+      if (profiling_) record("Scatter (in place)", t0);  // a KV cache write: its own line
       in_place[id] = n.inputs[0].src;
       invariants_.input_changed(n.inputs[0].src);
       for (size_t k = 1; k < n.inputs.size(); ++k)
@@ -326,20 +328,14 @@ void Interpreter::run() {
     if (invariants_.invariant(id)) result = invariants_.keep(id, std::move(result));
     if (profiling_) {
       std::string what = n.op == OpKind::Kernel ? n.kernel : op_name(n.op);
-      std::string label = last_native_ ? "native " + what : n.op == OpKind::Kernel ? "reference " + what : what;
-      ProfileEntry& p = profile_[label];
-      p.label = label;
-      ++p.calls;
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      p.ms += ms;
-      node_ms += ms;
+      record(last_native_ ? "native " + what : n.op == OpKind::Kernel ? "reference " + what : what, t0);
     }
     for (const Edge& e : n.inputs)
       if (--uses[e.src] == 0) free_buffer(live, e.src);
     if (n.op == OpKind::Output) outputs_[n.name] = std::move(result);
     else live[id] = std::move(result);
   }
-  if (profiling_) {  // what the runner itself costs: scheduling, buffers, in-place scatters
+  if (profiling_) {  // what the runner itself costs: scheduling, buffers
     ProfileEntry& p = profile_["(runner)"];
     p.label = "(runner)";
     ++p.calls;
