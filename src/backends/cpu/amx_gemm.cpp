@@ -12,8 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <memory>
+#include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace luminal::cpu {
@@ -124,13 +125,8 @@ LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo
   const int64_t mpad = blocks * 16, block_elems = g.k * 16;  // bf16 elements per 16-token block of hi
   const int64_t kc = std::clamp<int64_t>(kPackedSliceBytes / (mpad * 4) / 32 * 32, 32, g.k);
   const int64_t chunk_rows = std::clamp<int64_t>(kSumsBytes / (mpad * 4) / 32 * 32, 32, 1024);
-  thread_local std::unique_ptr<float[]> sums;
-  thread_local size_t capacity = 0;
-  const size_t need = static_cast<size_t>(chunk_rows * mpad);
-  if (capacity < need) {
-    capacity = need;
-    sums.reset(new float[capacity]);
-  }
+  static thread_local std::vector<float> sums_buf;
+  float* sums = scratch(sums_buf, static_cast<size_t>(chunk_rows * mpad));
   const long sstride = static_cast<long>(mpad * 4);
   for (int64_t jc = j0; jc < j1; jc += chunk_rows) {
     const int64_t jend = std::min(j1, jc + chunk_rows);
@@ -139,7 +135,7 @@ LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo
       for (int64_t j = jc; j < jend; j += 32) {
         const uint16_t* w0 = w + j * g.ldw;
         const uint16_t* w1 = w0 + 16 * g.ldw;
-        float* s0 = sums.get() + (j - jc) * mpad;  // W rows j..j+15; +16 rows: s0 + 16 * mpad
+        float* s0 = sums + (j - jc) * mpad;  // W rows j..j+15; +16 rows: s0 + 16 * mpad
         for (int64_t b = 0; b < blocks; b += 2) {
           const int64_t b1 = std::min(b + 1, blocks - 1);  // an odd last block pairs with itself
           const uint16_t* h0 = hi + b * block_elems;
@@ -191,7 +187,7 @@ LM_AMX void amx_rows(const WeightGemm& g, const uint16_t* hi, const uint16_t* lo
     }
     for (int64_t j = jc; j < jend; j += 16)
       for (int64_t b = 0; b < blocks; ++b)
-        transpose16(sums.get() + (j - jc) * mpad + b * 16, mpad, g.c + b * 16 * g.ldc + j, g.ldc, std::min<int64_t>(16, g.m - b * 16));
+        transpose16(sums + (j - jc) * mpad + b * 16, mpad, g.c + b * 16 * g.ldc + j, g.ldc, std::min<int64_t>(16, g.m - b * 16));
   }
   _tile_release();
 }
@@ -228,14 +224,9 @@ void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool, bool bf16_activation
   const int64_t blocks = (g.m + 15) / 16;
   // 64-byte aligned (tile loads do not need it, but the packing's rows then start on lines).
   // The packed activations, kept by the calling thread between calls (every element is written).
-  thread_local std::unique_ptr<uint16_t[]> buf;
-  thread_local size_t capacity = 0;
+  static thread_local std::vector<uint16_t> packed;
   const size_t elems = static_cast<size_t>(blocks * 16 * g.k);
-  if (capacity < 2 * elems + 32) {
-    capacity = 2 * elems + 32;
-    buf.reset(new uint16_t[capacity]);
-  }
-  uint16_t* hi = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t(63));
+  uint16_t* hi = scratch(packed, 2 * elems);
   uint16_t* lo = hi + elems;
   auto pack = [&](int64_t t0, int64_t t1) { pack_rows(g, t0, t1, hi, lo); };
   const bool split = !bf16_activations;

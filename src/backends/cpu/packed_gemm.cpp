@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -35,14 +36,6 @@ int64_t block_size(int64_t len, int64_t max, int64_t unit) {
   int64_t blocks = (len + max - 1) / max;
   int64_t b = (len + blocks - 1) / blocks;
   return (b + unit - 1) / unit * unit;
-}
-
-// A per-thread buffer of at least n floats, 64-byte aligned, reused across calls (the pool's
-// threads live as long as the pool).
-float* scratch(std::vector<float>& v, size_t n) {
-  if (v.size() < n + 16) v.resize(n + 16);
-  uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
 }
 
 // ---- packing ----
