@@ -13,6 +13,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "core/dtype.h"
+#include "gemm_check.h"
 
 namespace luminal::cpu {
 namespace {
@@ -32,23 +33,13 @@ void check(int64_t m, int64_t n, int64_t k, Run run, bool bf16_a = false) {
   WeightGemm g{a.data(), lda, w.data(), ldw, DType::BF16, c.data(), ldc, m, n, k};
   ASSERT_TRUE(amx_fits(g));
   run(g);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      float got = c[static_cast<size_t>(i * ldc + j)];
-      if (j >= n) {
-        ASSERT_EQ(got, -7.0f) << "wrote past column n at " << i << "," << j;
-        continue;
-      }
-      double want = 0, mag = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        float x = a[static_cast<size_t>(i * lda + p)];
-        if (bf16_a) x = bf16_to_f32(f32_to_bf16(x));  // what the hi part alone holds
-        double prod = static_cast<double>(x) * bf16_to_f32(w[static_cast<size_t>(j * ldw + p)]);
-        want += prod;
-        mag += std::abs(prod);
-      }
-      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
-    }
+  testing::expect_double_product(
+      c, ldc, m, n, k, -7.0f,
+      [&](int64_t i, int64_t p) {
+        const float x = a[static_cast<size_t>(i * lda + p)];
+        return bf16_a ? bf16_to_f32(f32_to_bf16(x)) : x;  // bf16_a: what the hi part alone holds
+      },
+      [&](int64_t p, int64_t j) { return bf16_to_f32(w[static_cast<size_t>(j * ldw + p)]); });
 }
 
 TEST(AmxGemm, MatchesTheDoubleProduct) {

@@ -48,16 +48,22 @@ TEST(CpuAttention, DecodeOverALongCacheSplitsTheKeys) {
   check(2, 2, 32, 16, 1500, 1600);  // two heads: 2 slices each
 }
 
+// q [b, m, k], keys stored [b, n, k] and read transposed, v [b, n, d], and a flat mask of
+// b * m * n bits (seeds seed, seed + 1, seed + 2), against the reference.
+void check_masked(int64_t b, int64_t m, int64_t k, int64_t n, int64_t d, uint32_t seed, float scale, const std::vector<bool>& bits) {
+  KernelInput q = whole(random_f32({b, m, k}, seed));
+  KernelInput kt{random_f32({b, n, k}, seed + 1), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({b, n, d}, seed + 2));
+  KernelInput mask = whole(Buffer::boolean(bits, {b * m * n}));
+  compare(kernel_node("Attention", 2, scale), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
 // The slices' merge where a row's keys are masked in whole slices, or everywhere (NaN in both).
 TEST(CpuAttention, SlicesMaskedWholeMergeAsTheReference) {
-  const int64_t b = 1, m = 2, k = 16, n = 2048, d = 8;
-  KernelInput q = whole(random_f32({b, m, k}, 41));
-  KernelInput kt{random_f32({b, n, k}, 42), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
-  KernelInput v = whole(random_f32({b, n, d}, 43));
-  std::vector<bool> bits(static_cast<size_t>(b * m * n), false);
+  const int64_t m = 2, n = 2048;
+  std::vector<bool> bits(static_cast<size_t>(m * n), false);
   for (int64_t j = 1500; j < n; ++j) bits[static_cast<size_t>(j)] = true;  // row 0: only its last keys; row 1: none
-  KernelInput mask = whole(Buffer::boolean(bits, {b * m * n}));
-  compare(kernel_node("Attention", 2, 0.3f), {q, kt, v, mask}, {b, m, d}, kSums);
+  check_masked(1, m, 16, n, 8, 41, 0.3f, bits);
 }
 
 // Grouped-query attention as decoders write it: q [seq, kv_heads * group, k] read as
@@ -83,14 +89,10 @@ TEST(CpuAttention, KeysWithoutUnitInnerStrideTakeTheRowPath) {
 }
 
 TEST(CpuAttention, FullyMaskedRowsAreNaNAsInTheReference) {
-  const int64_t b = 2, m = 3, k = 8, n = 4, d = 8;
-  KernelInput q = whole(random_f32({b, m, k}, 1));
-  KernelInput kt{random_f32({b, n, k}, 2), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
-  KernelInput v = whole(random_f32({b, n, d}, 3));
+  const int64_t b = 2, m = 3, n = 4;
   std::vector<bool> bits(static_cast<size_t>(b * m * n), true);
   for (int64_t j = 0; j < n; ++j) bits[static_cast<size_t>(1 * n + j)] = false;  // row 1 of batch 0
-  KernelInput mask = whole(Buffer::boolean(bits, {b * m * n}));
-  compare(kernel_node("Attention", 2, 0.3f), {q, kt, v, mask}, {b, m, d}, kSums);
+  check_masked(b, m, 8, n, 8, 1, 0.3f, bits);
 }
 
 // bf16 keys and values (a torch model's KV cache, read through its own heads): widened exactly,

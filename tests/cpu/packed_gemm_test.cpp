@@ -12,6 +12,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
 #include "core/dtype.h"
+#include "gemm_check.h"
 
 namespace luminal::cpu {
 namespace {
@@ -41,23 +42,10 @@ void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* po
     case Entry::Dispatch: weight_gemm(g, pool); break;
     case Entry::DispatchNN: gemm_nn(g, pool); break;
   }
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      float got = c[static_cast<size_t>(i * ldc + j)];
-      if (j >= n) {
-        ASSERT_EQ(got, -7.0f) << "wrote past column n at " << i << "," << j;
-        continue;
-      }
-      double want = 0, mag = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        double w = nn ? wf[static_cast<size_t>(p * ldw + j)] : wf[static_cast<size_t>(j * ldw + p)];
-        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * w;
-        want += prod;
-        mag += std::abs(prod);
-      }
-      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6)
-          << "m=" << m << " n=" << n << " k=" << k << " " << dtype_name(t) << " kernel " << static_cast<int>(kernel) << " at " << i << "," << j;
-    }
+  testing::expect_double_product(
+      c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[static_cast<size_t>(i * lda + p)]; },
+      [&](int64_t p, int64_t j) { return nn ? wf[static_cast<size_t>(p * ldw + j)] : wf[static_cast<size_t>(j * ldw + p)]; },
+      std::string(dtype_name(t)) + " kernel " + std::to_string(static_cast<int>(kernel)));
 }
 
 // Both micro-kernels, where the CPU has them: AVX2's 6×16 tile and AVX-512's 12×32.

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "core/dtype.h"
+#include "gemm_check.h"
 
 namespace luminal::cpu {
 namespace {
@@ -26,21 +27,9 @@ void check(int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
   }
   WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k};
   weight_gemm(g, pool);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      float got = c[static_cast<size_t>(i * ldc + j)];
-      if (j >= n) {
-        EXPECT_EQ(got, -7.0f) << "wrote past column n";
-        continue;
-      }
-      double want = 0, mag = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        double prod = static_cast<double>(a[static_cast<size_t>(i * lda + p)]) * wf[static_cast<size_t>(j * ldw + p)];
-        want += prod;
-        mag += std::abs(prod);
-      }
-      ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
-    }
+  testing::expect_double_product(
+      c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[static_cast<size_t>(i * lda + p)]; },
+      [&](int64_t p, int64_t j) { return wf[static_cast<size_t>(j * ldw + p)]; });
 }
 
 // m: the GEMV, the few-row path's pairs, odd last rows and slices of 8, and the packed GEMM (16);
@@ -80,16 +69,8 @@ TEST(GemmNN, RowMajorBAgainstDoubleProduct) {
         for (float& x : a) x = d(rng);
         for (float& x : b) x = d(rng);
         gemm_nn({a.data(), lda, b.data(), ldb, DType::F32, c.data(), ldc, m, n, k}, &pool);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double want = 0, mag = 0;
-            for (int64_t p = 0; p < k; ++p) {
-              double prod = double(a[i * lda + p]) * b[p * ldb + j];
-              want += prod;
-              mag += std::abs(prod);
-            }
-            ASSERT_NEAR(c[i * ldc + j], want, 1e-5 * mag + 1e-6) << m << " " << n << " " << k;
-          }
+        testing::expect_double_product(
+            c, ldc, m, n, k, 0.0f, [&](int64_t i, int64_t p) { return a[i * lda + p]; }, [&](int64_t p, int64_t j) { return b[p * ldb + j]; });
       }
 }
 
