@@ -347,15 +347,13 @@ def main():
         if a.rounds > 1:
             print(f"round {rnd + 1} of {a.rounds}", flush=True)
         measure_bandwidth()
+        luminal_cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
+                       "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
+        luminal_cmd += a.luminal_args.split()
         if "luminal" in engines:
-            cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
-                   "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
-            cmd += a.luminal_args.split()
-            run_engine("luminal", cmd)
+            run_engine("luminal", luminal_cmd)
         if "luminal-bf16" in engines:  # prefill's products on bf16 activations, as PyTorch's bf16 path
-            cmd = [a.luminal, "bench", "--model", a.model_dir, "--threads", str(a.threads), "--context", str(n_ctx),
-                   "--prompt-tokens", str(a.prompt_tokens), "--new-tokens", str(a.new_tokens), "--iters", str(a.iters)]
-            run_engine("luminal-bf16", cmd + a.luminal_args.split(), {"LUMINAL_CPU_BF16_ACTIVATIONS": "1"})
+            run_engine("luminal-bf16", luminal_cmd, {"LUMINAL_CPU_BF16_ACTIVATIONS": "1"})
 
         if "pytorch" in engines:
             py = find_python(a.torch_python, ["torch", "transformers"])
