@@ -34,12 +34,31 @@ struct Builder {
     return nullptr;
   }
 
-  // A rank-0 Constant read through an unmasked broadcast: a constant instruction.
+  // The value of a node that holds one value everywhere: a Constant, or an Iota whose
+  // expression is a number (or that has one element, read at index 0). The Python frontend's
+  // index arithmetic is full of these (Iota(128) : i32[1]); as kernel inputs they had used up
+  // the input budget, so a cache index computation ran as a dozen small kernels a layer.
+  // Integers past 2^24 are not exact as a program's f32 constant: those stay inputs.
+  std::optional<float> constant_value(const ENode& k) const {
+    if (k.op == g.ops().primitive(OpKind::Constant)) return static_cast<float>(g.attr(k).number);
+    if (k.op != g.ops().primitive(OpKind::Iota)) return std::nullopt;
+    const std::vector<Expr>& e = g.attr(k).exprs;  // {expr, n}
+    std::optional<int64_t> v = e.at(0).as_const();
+    if (!v && e.at(1).is_const(1) && e.at(0).dims().empty()) v = e.at(0).eval({}, 0);
+    if (!v || *v > (int64_t{1} << 24) || *v < -(int64_t{1} << 24)) return std::nullopt;
+    return static_cast<float>(*v);
+  }
+
+  // A constant (above) read through an unmasked view, or directly: a constant instruction.
   std::optional<float> broadcast_constant(ClassId c) const {
     for (const ENode& n : g.eclass(c).nodes) {
-      if (n.op != g.ops().view() || g.attr(n).view->has_mask()) continue;
+      if (n.op != g.ops().view()) {
+        if (auto v = constant_value(n)) return v;
+        continue;
+      }
+      if (g.attr(n).view->has_mask()) continue;
       for (const ENode& k : g.eclass(n.kids[0]).nodes)
-        if (k.op == g.ops().primitive(OpKind::Constant)) return static_cast<float>(g.attr(k).number);
+        if (auto v = constant_value(k)) return v;
     }
     return std::nullopt;
   }

@@ -89,3 +89,21 @@ TEST(Fusion, ReductionTakesItsEpilogueToo) {
   EXPECT_EQ(with_epilogue, 2) << r.plan.dump();
   plancheck::expect_same_outputs(g, r.plan, {{"n", 4}}, 0, 3.0f);
 }
+
+// Index arithmetic as the torch frontend lowers it: every integer constant is a one-element Iota
+// broadcast to the shape. Those are program constants, not kernel inputs; as inputs they had
+// exhausted the input budget (8), and the chain below ran as several kernels instead of one.
+TEST(Fusion, OneValueIotasAreProgramConstants) {
+  Graph g;
+  Tensor pos = input(g, "pos", DType::I32, {1});
+  Tensor lane = iota(g, Expr::index(), 32);
+  auto k = [&](int64_t v) { return iota(g, v, 1); };
+  Tensor t = lane * k(3) + pos;
+  for (int64_t v : {7, -2, 128, 1024}) t = (t + k(v)) * k(v + 5);  // 9 constants, 2 inputs
+  t.output("index");
+  CompileResult r = compile(g);
+  auto fused = kernels(r.plan, "Fused");
+  ASSERT_EQ(fused.size(), 1u) << r.plan.dump();
+  EXPECT_LE(fused[0]->inputs.size(), 2u) << r.plan.dump();  // pos and the lane iota
+  plancheck::expect_same_outputs(g, r.plan, {}, 0, 100.0f);
+}
