@@ -4,6 +4,8 @@
 // and values.
 #include "backends/cpu/attention.h"
 
+#include <limits>
+
 #include "kernel_compare.h"
 
 namespace luminal::cpu::testing {
@@ -93,6 +95,27 @@ TEST(CpuAttention, FullyMaskedRowsAreNaNAsInTheReference) {
   std::vector<bool> bits(static_cast<size_t>(b * m * n), true);
   for (int64_t j = 0; j < n; ++j) bits[static_cast<size_t>(1 * n + j)] = false;  // row 1 of batch 0
   check_masked(b, m, 8, n, 8, 1, 0.3f, bits);
+}
+
+// A causal prefill, then an infinite or NaN value at a key the early rows do not see: the
+// reference's 0 * inf is NaN, so those rows are NaN too (a kernel that skips hidden keys must
+// not skip past such a value; a 32-row-block skipping version was measured and not kept).
+TEST(CpuAttention, InfiniteValuesAtHiddenKeysPropagateAsInTheReference) {
+  const int64_t m = 96, n = 96, k = 16, d = 8;
+  std::vector<bool> causal(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) causal[static_cast<size_t>(i * n + j)] = j <= i;
+  check_masked(1, m, k, n, d, 51, 0.25f, causal);
+  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> vals(static_cast<size_t>(n * d));
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = static_cast<float>(i % 7) - 3.0f;
+    vals[static_cast<size_t>(70 * d + 3)] = bad;  // key 70: hidden from rows 0-69
+    KernelInput q = whole(random_f32({1, m, k}, 52));
+    KernelInput kt{random_f32({1, n, k}, 53), View::contiguous(exprs({1, n, k})).permute({0, 2, 1})};
+    KernelInput v = whole(Buffer::f32(vals, {1, n, d}));
+    KernelInput mask = whole(Buffer::boolean(causal, {m * n}));
+    compare(kernel_node("Attention", 2, 0.25f), {q, kt, v, mask}, {1, m, d}, kSums);
+  }
 }
 
 // bf16 keys and values (a torch model's KV cache, read through its own heads): widened exactly,
