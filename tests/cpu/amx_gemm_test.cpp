@@ -52,6 +52,12 @@ TEST(AmxGemm, MatchesTheDoubleProduct) {
         check(m, n, k, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3, false); });
       }
   check(128, 1024, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, false); });
+  // k in several slices (the packed activations' 512 KB budget: 896 k for 130 rows, 416 for 300),
+  // the last one partial, and W rows in several chunks of sums (192 rows for 300 tokens): the
+  // sums go out to C only after their last slice.
+  check(130, 96, 2048, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, false); });
+  check(300, 320, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3, false); });
+  check(300, 320, 1024, [](const WeightGemm& g) { amx_weight_gemm(g, nullptr, true); }, true);
   // Through weight_gemm, which takes AMX from 16 rows when the shape fits.
   for (int64_t m : {16, 17, 64}) check(m, 64, 96, [&](const WeightGemm& g) { weight_gemm(g, &pool); });
 }
