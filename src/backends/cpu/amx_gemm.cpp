@@ -27,8 +27,9 @@ namespace {
 constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
 
 // Tiles: 0-3 hold a 2×2 block of C sums (16 W rows × 16 tokens of f32 each), 4-5 two W blocks
-// (16 rows × 32 k of bf16), 6-7 the activations' hi and lo parts (16 k pairs × 16 tokens, each a
-// pair of bf16: the VNNI layout TDPBF16PS reads its second operand in). All 16 rows × 64 bytes.
+// (16 rows × 32 k of bf16), 6-7 two blocks of 16 tokens' activations, hi and then lo (16 k pairs
+// × 16 tokens, each a pair of bf16: the VNNI layout TDPBF16PS reads its second operand in). All
+// 16 rows × 64 bytes.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
@@ -46,8 +47,7 @@ TileConfig tile_config() {
 
 // r[i] (16 rows of 16 32-bit lanes) → r[j] = column j, in registers: 32-bit, then 64-bit
 // interleaves inside 128-bit lanes, then two lane shuffles. Bits move unchanged (bf16 pairs too).
-// Unrolled so the 16-entry arrays stay in zmm registers (as loops they went through the stack,
-// and the output transpose took 11.6% of a Qwen3 prefill's samples in perf).
+// Unrolled so the 16-entry arrays stay in zmm registers (as loops they went through the stack).
 LM_AMX inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
   __m512 t[16], u[16];
 #pragma GCC unroll 16
@@ -75,12 +75,13 @@ LM_AMX inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
   }
 }
 
-// Blocks [b0, b1) of 16 tokens of A [m, k] f32 → two buffers (hi, lo), each block laid out as
+// Blocks [b0, b1) of 16 tokens of A [m, k] f32 → two buffers (hi, lo; lo only with `split`, the
+// bf16-activation mode multiplies hi alone), each block laid out as
 // [k/2][16 tokens][2]: the 1 KB at k pair 16·kb of a block is the tile operand for k block kb.
 // Tokens past m are zero. Each token's 32 k values become 16 pairs in one register, and a 16 × 16
 // transpose turns 16 tokens' registers into the 16 rows of the operand, stored whole (it was 32
 // scalar stores per token and k block: 8% of a Qwen3 prefill's perf samples).
-LM_AMX void pack_blocks(const WeightGemm& g, int64_t b0, int64_t b1, uint16_t* hi, uint16_t* lo) {
+LM_AMX void pack_blocks(const WeightGemm& g, int64_t b0, int64_t b1, bool split, uint16_t* hi, uint16_t* lo) {
   const int64_t pairs = g.k / 2;
   for (int64_t b = b0; b < b1; ++b) {
     float* hb = reinterpret_cast<float*>(hi) + b * pairs * 16;
@@ -99,26 +100,27 @@ LM_AMX void pack_blocks(const WeightGemm& g, int64_t b0, int64_t b1, uint16_t* h
         for (int half = 0; half < 2; ++half) {
           __m512 x = _mm512_loadu_ps(a + 16 * half);
           __m256bh xh = _mm512_cvtneps_pbh(x);
+          hp[half] = (__m256i)xh;
+          if (!split) continue;
           // hi as f32 (bf16 bits shifted up), then the exact remainder rounded again; where hi is
           // infinite or NaN the remainder is 0, so an infinite activation gives ±inf sums as in
           // the reference (inf - inf would make them NaN)
           __m512 back = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)xh), 16));
           const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(back, back), _mm512_setzero_ps(), _CMP_EQ_OQ);
-          hp[half] = (__m256i)xh;
           lp[half] = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(finite, x, back));
         }
         h[i] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(hp[0]), hp[1], 1));
-        l[i] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lp[0]), lp[1], 1));
+        if (split) l[i] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lp[0]), lp[1], 1));
       }
       transpose16x16(h);
-      transpose16x16(l);
       float* hd = hb + (p0 / 2) * 16;
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) _mm512_store_ps(hd + 16 * q, h[q]);
+      if (!split) continue;
+      transpose16x16(l);
       float* ld = lb + (p0 / 2) * 16;
 #pragma GCC unroll 16
-      for (int q = 0; q < 16; ++q) {
-        _mm512_store_ps(hd + 16 * q, h[q]);
-        _mm512_store_ps(ld + 16 * q, l[q]);
-      }
+      for (int q = 0; q < 16; ++q) _mm512_store_ps(ld + 16 * q, l[q]);
     }
   }
 }
@@ -264,8 +266,8 @@ void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool, bool bf16_activation
   const size_t elems = static_cast<size_t>(blocks * 16 * g.k);
   uint16_t* hi = scratch(packed, 2 * elems);
   uint16_t* lo = hi + elems;
-  auto pack = [&](int64_t b0, int64_t b1) { pack_blocks(g, b0, b1, hi, lo); };
   const bool split = !bf16_activations;
+  auto pack = [&](int64_t b0, int64_t b1) { pack_blocks(g, b0, b1, split, hi, lo); };
   auto rows = [&](int64_t b0, int64_t b1) { amx_rows(g, hi, lo, split, blocks, b0 * 32, b1 * 32); };
   if (pool) {
     pool->parallel_for(blocks, pack, 1);
