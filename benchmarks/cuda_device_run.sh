@@ -67,9 +67,10 @@ if [ -n "${OVERLAP:-}" ]; then
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
 fi
 if [ -n "${BF16:-}" ]; then
-  echo "== luminal --backend cuda, bf16 activations in prefill (LUMINAL_CUDA_BF16_ACTIVATIONS=1) [${SECONDS}s]"
-  LUMINAL_CUDA_BF16_ACTIVATIONS=1 "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" \
-    --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" 2>&1 | tail -n 1
+  echo "== luminal --backend cuda --activations bf16 (prefill's tensor-core products on bf16 activations) [${SECONDS}s]"
+  "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations bf16 --prompt-tokens "${PROMPT:-128}" \
+    --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_bf16_$ARCH.txt" 2>&1
+  grep -v "^luminal cuda:" "$OUT/bench_bf16_$ARCH.txt" | tail -n 40
 fi
 if [ -n "${LOGITS:-}" ]; then
   echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"

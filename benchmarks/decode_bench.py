@@ -243,7 +243,7 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--engines", default="luminal,pytorch,llama.cpp",
                     help="comma list to run (default luminal,pytorch,llama.cpp); luminal-bf16 adds luminal with "
-                         "LUMINAL_CPU_BF16_ACTIVATIONS=1 (prefill's products on bf16 activations, where the CPU has AMX)")
+                         "--activations bf16 (prefill's products on bf16 activations, where the CPU has AMX)")
     ap.add_argument("--torch-dtypes", default="bf16,fp32", help="PyTorch dtypes to try; the fastest is reported")
     ap.add_argument("--luminal-args", default="", help="extra arguments for `luminal bench` (e.g. --no-cache)")
     ap.add_argument("--torch-python", help="Python with torch + transformers")
@@ -353,7 +353,7 @@ def main():
         if "luminal" in engines:
             run_engine("luminal", luminal_cmd)
         if "luminal-bf16" in engines:  # prefill's products on bf16 activations, as PyTorch's bf16 path
-            run_engine("luminal-bf16", luminal_cmd, {"LUMINAL_CPU_BF16_ACTIVATIONS": "1"})
+            run_engine("luminal-bf16", luminal_cmd + ["--activations", "bf16"])
 
         if "pytorch" in engines:
             py = find_python(a.torch_python, ["torch", "transformers"])

@@ -65,6 +65,7 @@ int run_bench(int argc, char** argv) {
   nlohmann::json j;
   j["model"] = a.str("--model");
   j["backend"] = a.str("--backend");
+  j["activations"] = a.str("--activations");
   j["prompt_tokens"] = prompt_len;
   j["new_tokens"] = new_tokens;
   j["iters"] = iters;

@@ -94,7 +94,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   m.backend_ = opts.backend;
   if (opts.backend == "cuda") {
     report("compiling CUDA kernels", 0);
-    m.cuda_ = std::make_unique<cuda::CudaExecutor>(m.compiled_.plan, kernel_dir);
+    m.cuda_ = std::make_unique<cuda::CudaExecutor>(m.compiled_.plan, kernel_dir, cuda::CudaOptions{.bf16_activations = opts.bf16_activations});
   } else {
     m.runtime_ = std::make_unique<Interpreter>(m.compiled_.plan);
   }
@@ -104,7 +104,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       m.jit_ = std::make_unique<cpu::FusedJit>();
       m.jit_->prepare(m.runtime_->graph(), kernel_dir);
     }
-    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get()));
+    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get(), {.bf16_activations = opts.bf16_activations}));
   }
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
   // On the CPU backend weights may be copied into huge pages (see runtime/huge_page_arena.h).

@@ -488,21 +488,25 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
     // Every GEMV schedule, with the executor's grid and with four blocks a multiprocessor; then,
     // for bf16 weights, the tensor cores' grouped GEMMs.
     const int gemvs = 2 * static_cast<int>(std::size(gen::kLinearVariants)), mmas = static_cast<int>(std::size(gen::kScaledMmaTiles));
-    for (int v = k == 24 ? 0 : gemvs; v < gemvs + (wt == DType::BF16 ? mmas : 0); ++v) {
-      const bool mma = v >= gemvs;
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = mma, .force_variant = v});
+    // The tensor cores' schedules run twice: f32-faithful, then with bf16 activations (x
+    // rounded to bf16, one product), whose truth is the product of the rounded x.
+    for (int v = k == 24 ? 0 : gemvs; v < gemvs + (wt == DType::BF16 ? 2 * mmas : 0); ++v) {
+      const bool mma = v >= gemvs, bf16 = v >= gemvs + mmas;
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = mma, .bf16_activations = bf16, .force_variant = bf16 ? v - mmas : v});
       // 1-9 tokens: the listed experts; 3000: the listed rows of each expert; 5000: every row.
       for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{3000}, int64_t{5000}}) {
         auto in = c.inputs(s);
         for (auto& [name, buf] : in) cuda.set_input(name, buf);
         cuda.run();
-        std::vector<double> want = c.expected(in, s);
+        auto truth_in = in;
+        if (bf16) truth_in.at("x") = in.at("x").cast(DType::BF16).cast(DType::F32);
+        std::vector<double> want = c.expected(truth_in, s);
         Buffer got = cuda.output("out");
         ASSERT_EQ(got.numel(), want.size());
         for (size_t i = 0; i < want.size(); ++i)
           // The tensor cores' split activations are exact to 2^-17 a product, and |x w| <= 1.
           ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])) + (mma ? k * 0x1p-17 : 0.0))
-              << "variant " << v << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
+              << "variant " << v << (bf16 ? " (bf16 activations)" : "") << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
       }
     }
   }
@@ -624,15 +628,19 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
     Graph g = prefill_attention_graph(d);
     Graph plan = compiled(g);
     ASSERT_EQ(count_kernels(plan, "Attention"), 1);
-    for (bool tc : {true, false}) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc});
+    // Tensor cores f32-faithful, CUDA cores, tensor cores with bf16 activations.
+    for (int mode : {0, 1, 2}) {
+      const bool tc = mode != 1, bf16 = mode == 2;
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc, .bf16_activations = bf16});
       for (auto [seq, past] : {std::pair<int64_t, int64_t>{8, 0}, {37, 5}, {64, 0}, {130, 3}, {200, 56}}) {
         Interpreter ref(g);
         std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, d}, 21)},
                                          {"k", testing::random_buffer(DType::F32, {2, 512, d}, 22)},
                                          {"v", testing::random_buffer(DType::F32, {2, 512, d}, 23)}};
         for (auto& [name, b] : in) {
-          ref.set_input(name, b);
+          // With bf16 activations the truth reads q, k and v rounded to bf16, as the kernel does;
+          // what it rounds further (the probabilities, about 2^-9 each) is the tolerance.
+          ref.set_input(name, bf16 ? b.cast(DType::BF16).cast(DType::F32) : b);
           cuda.set_input(name, b);
         }
         ref.set_dim("seq", seq), ref.set_dim("past", past);
@@ -643,8 +651,27 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
         ASSERT_EQ(want.shape(), got.shape());
         double worst = 0;
         for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
-        EXPECT_LE(worst, tc ? 2e-4 : 2e-5) << "d=" << d << " tensor cores " << tc << " seq=" << seq << " past=" << past;
+        // Values are within [-2, 2]; rounding a probability to bf16 moves it by at most 2^-8 of
+        // itself, so an output (the probabilities' weighted mean of values) by at most 2 * 2^-8.
+        EXPECT_LE(worst, bf16 ? 2 * 0x1p-8 + 1e-5 : tc ? 2e-4 : 2e-5) << "d=" << d << " mode " << mode << " seq=" << seq << " past=" << past;
       }
+    }
+  }
+}
+
+// Without a GPU: with bf16 activations the tensor-core kernels (prefill attention, an MoE's
+// experts) round their operands once and multiply once (no hi + lo split), and they compile.
+TEST(CudaCodegen, Bf16ActivationsTakeOneProduct) {
+  const CodegenOptions bf16{.bf16_activations = true};
+  moetest::MoeExperts c;
+  for (const Graph& plan : {compiled(prefill_attention_graph(128)), compiled(c.graph())}) {
+    const std::string faithful = generate_plan_kernels(plan).source(), rounded = generate_plan_kernels(plan, bf16).source();
+    EXPECT_NE(faithful.find("lm_split_bf16("), std::string::npos);
+    // The prelude defines lm_split_bf16 once; no kernel calls it.
+    EXPECT_EQ(rounded.find("lm_split_bf16(", rounded.find("lm_split_bf16(") + 1), std::string::npos);
+    EXPECT_NE(rounded.find("lm_pack_bf16(lm_"), std::string::npos);
+    if (have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(rounded, "sm_90", ""));
     }
   }
 }

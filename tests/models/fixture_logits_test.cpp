@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/amx_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/nvrtc.h"
 #include "models/fixture.h"
@@ -71,6 +72,36 @@ TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
   double worst = 0;
   for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(steps[v]) - full[(seq.size() - 1) * vocab + v]));
   EXPECT_LE(worst, 1e-4) << name();
+}
+
+// --activations bf16: a prefill long enough for the tensor cores (cuda) or AMX (cpu) rounds the
+// activations of its matrix products to bf16. The logits move (the option reaches the kernels)
+// but stay near transformers' (at bf16's precision, not the 1e-3 above).
+TEST_P(FixtureModel, Bf16ActivationsStayNearTransformers) {
+  const std::string backend = std::get<1>(GetParam());
+  if (backend == "reference") GTEST_SKIP() << "the reference interpreter has no bf16 activations";
+  Reference ref = fixtures::load_reference(name());
+  std::vector<int32_t> seq = ref.input_ids;  // with the greedy tokens: 24 or more rows, past the 16 that take the fast paths
+  seq.insert(seq.end(), ref.greedy_new_tokens.begin(), ref.greedy_new_tokens.end());
+  ModelOptions o = options(64, true);
+  LanguageModel faithful = LanguageModel::load(fixtures::model_dir(name()), o);
+  o.bf16_activations = true;
+  LanguageModel rounded = LanguageModel::load(fixtures::model_dir(name()), o);
+  const std::vector<float> a = faithful.step(seq), b = rounded.step(seq);
+  ASSERT_EQ(a.size(), b.size());
+  const size_t vocab = static_cast<size_t>(rounded.config().vocab);
+  double worst = 0, moved = 0;
+  for (size_t p = 0; p < ref.logits.size(); ++p)
+    for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(b[p * vocab + v]) - ref.logits[p][v]));
+  for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::abs(double(a[i]) - b[i]));
+  // The fixtures' logits reach about 2.8; bf16 rounding of every product's activations over a
+  // few layers moved them by up to 0.046 on the cpu (gemma4-moe-tiny). A wrong product moves
+  // them by the logits' own size.
+  EXPECT_LE(worst, 0.1) << name();
+  const bool rounds = backend == "cuda" || cpu::amx_available();
+  if (rounds) EXPECT_GT(moved, 1e-5) << name() << ": the option did not reach the matrix products";
+  else EXPECT_EQ(moved, 0.0) << name() << ": without AMX the cpu backend keeps f32 activations";
+  RecordProperty("max_abs_error", std::to_string(worst));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, FixtureModel,

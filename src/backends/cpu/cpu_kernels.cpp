@@ -22,7 +22,7 @@ namespace {
 // row i of A · Wᵀ; a batch whose scales are all zero is zero without reading its W (an MoE
 // expert no token chose), and only the rows with a nonzero scale are multiplied.
 bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
-            const Reader* scale = nullptr) {
+            const Reader* scale = nullptr, bool bf16_activations = false) {
   const Reader &ra = in[0], &rb = in[1];
   if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
   const std::vector<int64_t>& as = shapes[0];
@@ -87,13 +87,13 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
       const int64_t mr = static_cast<int64_t>(rows.size());
       std::vector<float> a(static_cast<size_t>(mr * k)), c(static_cast<size_t>(mr * nn));
       for (int64_t j = 0; j < mr; ++j) std::copy_n(A + base_a + rows[j] * sa.strides[r - 2], k, a.data() + j * k);
-      weight_gemm(WeightGemm{a.data(), k, w, ldw, wt, c.data(), nn, mr, nn, k}, p);
+      weight_gemm(WeightGemm{a.data(), k, w, ldw, wt, c.data(), nn, mr, nn, k, bf16_activations}, p);
       std::fill(C + bi * m * nn, C + (bi + 1) * m * nn, 0.0f);
       for (int64_t j = 0; j < mr; ++j)
         for (int64_t q = 0; q < nn; ++q) C[(bi * m + rows[j]) * nn + q] = c[j * nn + q] * row_scale[rows[j]];
       return;
     }
-    WeightGemm g{A + base_a, sa.strides[r - 2], w, ldw, wt, C + bi * m * nn, nn, m, nn, k};
+    WeightGemm g{A + base_a, sa.strides[r - 2], w, ldw, wt, C + bi * m * nn, nn, m, nn, k, bf16_activations};
     if (transposed) weight_gemm(g, p);
     else gemm_nn(g, p);
     for (int64_t i = 0; i < static_cast<int64_t>(row_scale.size()); ++i)
@@ -113,11 +113,12 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
 
 }  // namespace
 
-Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit) {
-  return [&pool, jit](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKernelOptions options) {
+  const bool bf16 = options.bf16_activations;
+  return [&pool, jit, bf16](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
-    if (n.kernel == "Matmul") return matmul(pool, in, shapes, out);
-    if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2]);
+    if (n.kernel == "Matmul") return matmul(pool, in, shapes, out, nullptr, bf16);
+    if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2], bf16);
     if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
     if (n.kernel == "RMSNorm") return rms_norm(n, in, shapes, out, pool);
     if (n.kernel == "RMSNormMul") return rms_norm_mul(n, in, shapes, out, pool);

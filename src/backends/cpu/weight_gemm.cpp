@@ -274,7 +274,7 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
     throw Error(std::string("weight_gemm: weights must be f32 or bf16, got ") + dtype_name(g.w_dtype));
   if (g.m <= 0 || g.n <= 0) return;
   // AMX tiles where the CPU has them: bf16 weights only (f32 ones would need splitting too).
-  if (g.m >= kPackedMinRowsBF16 && amx_fits(g) && amx_available()) return amx_weight_gemm(g, pool);
+  if (g.m >= kPackedMinRowsBF16 && amx_fits(g) && amx_available()) return amx_weight_gemm(g, pool, g.bf16_activations || amx_bf16_activations());
   if (g.m >= (g.w_dtype == DType::BF16 ? kPackedMinRowsBF16 : kPackedMinRowsF32) && weight_gemm_has_avx2())
     return packed_weight_gemm(g, pool);
   auto rows = [&](int64_t n0, int64_t n1) {

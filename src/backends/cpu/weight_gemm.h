@@ -20,6 +20,8 @@ struct WeightGemm {
   float* c;              // [m, n], row stride ldc
   int64_t ldc;
   int64_t m, n, k;
+  // AMX: the activations as one bf16 part, not hi + lo (half the products; see amx_gemm.h).
+  bool bf16_activations = false;
 };
 
 // Runs on `pool` (nullptr: the calling thread only), splitting W's rows across threads.

@@ -34,13 +34,20 @@ std::optional<MmaDims> mma_dims(const Node& n, const StridedKv& kv) {
   return MmaDims{*dk, *dv};
 }
 
+// The statement that stores f32 values x0, x1 as the bf16 word(s) `hi` (and `lo`, unless
+// hi_only) of the shared layout.
+std::string to_words(bool hi_only, const std::string& x0, const std::string& x1, const std::string& hi, const std::string& lo) {
+  if (hi_only) return hi + " = lm_pack_bf16(" + x0 + ", " + x1 + ");";
+  return "lm_split_bf16(" + x0 + ", " + x1 + ", " + hi + ", " + lo + ");";
+}
+
 // Words of the shared layout: q hi and lo, k hi and lo (at the end the second key half's
 // outputs, [BM][DV + 4] floats), vᵀ hi and lo, then [2][BM] floats of row statistics.
 int64_t k_area_words(const MmaDims& d) { return std::max(2 * kTiledKeys * qk_words(d.dk), kTiledRows * (d.dv + 4)); }
 
 // q's tile as bf16 hi and lo words: through q_row_index where it applies (four threads a row),
 // else through q's loader, element by element.
-std::string q_tile(const Node& n, DType t, int64_t dk) {
+std::string q_tile(const Node& n, DType t, int64_t dk, bool hi_only) {
   std::ostringstream s;
   if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk)) {
     s << "  {\n    const int lm_row = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
@@ -49,16 +56,18 @@ std::string q_tile(const Node& n, DType t, int64_t dk) {
       << "    const " << storage_type(t) << "* lm_Q = (const " << storage_type(t) << "*)lm_in0 + lm_qb;\n"
       << "    #pragma unroll 4\n    for (int lm_j = 0; lm_j < lm_DK / 8; ++lm_j) {\n"
       << "      const int lm_pp = lm_p0 + 4 * lm_j;\n"
-      << "      lm_split_bf16(lm_in ? (float)" << load(t, "lm_Q[2 * lm_pp]") << " : 0.0f, lm_in ? (float)" << load(t, "lm_Q[2 * lm_pp + 1]")
-      << " : 0.0f, lm_qhi[lm_row * lm_QPW + lm_pp], lm_qlo[lm_row * lm_QPW + lm_pp]);\n    }\n  }\n";
+      << "      " << to_words(hi_only, "lm_in ? (float)" + load(t, "lm_Q[2 * lm_pp]") + " : 0.0f", "lm_in ? (float)" + load(t, "lm_Q[2 * lm_pp + 1]") + " : 0.0f",
+                             "lm_qhi[lm_row * lm_QPW + lm_pp]", "lm_qlo[lm_row * lm_QPW + lm_pp]")
+      << "\n    }\n  }\n";
     return s.str();
   }
   s << "  for (int lm_i = threadIdx.x; lm_i < lm_BM * lm_DK / 2; lm_i += blockDim.x) {\n"
     << "    const int lm_row = lm_i / (lm_DK / 2), lm_pp = lm_i - lm_row * (lm_DK / 2);\n"
     << "    const long long lm_at = (lm_b * lm_seq + lm_r0 + lm_row) * lm_DK + 2 * lm_pp;\n"
     << "    const bool lm_in = lm_r0 + lm_row < lm_seq;\n"
-    << "    lm_split_bf16(lm_in ? (float)lm_ld0(lm_at) : 0.0f, lm_in ? (float)lm_ld0(lm_at + 1) : 0.0f, lm_qhi[lm_row * lm_QPW + lm_pp], "
-       "lm_qlo[lm_row * lm_QPW + lm_pp]);\n  }\n";
+    << "    " << to_words(hi_only, "lm_in ? (float)lm_ld0(lm_at) : 0.0f", "lm_in ? (float)lm_ld0(lm_at + 1) : 0.0f", "lm_qhi[lm_row * lm_QPW + lm_pp]",
+                       "lm_qlo[lm_row * lm_QPW + lm_pp]")
+    << "\n  }\n";
   return s.str();
 }
 
@@ -97,10 +106,10 @@ std::optional<Expr> q_row_index(const View& v, int64_t dk) {
 //
 // f32 operands are split into bf16 hi + lo and multiplied three times (hi·hi + hi·lo + lo·hi),
 // which keeps each product to about 2^-16 of its size; the CUDA-core kernel's products are
-// exact. Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and
+// exact. With `hi_only` (bf16 activations) each operand is rounded to bf16 and multiplied once. Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and
 // values are each read in one batch of loads per thread (all in flight at once), then split
 // into shared memory; two blocks share an SM, so one computes while the other loads.
-std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
+std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
   const std::optional<MmaDims> d = mma_dims(n, *kv);
@@ -127,7 +136,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
     << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
     << batch_coords(r)
-    << q_tile(n, t, d->dk)
+    << q_tile(n, t, d->dk, hi_only)
     // Lane (g, tq) of warp (rg, kh) holds rows ra and ra + 8 of the tile, and in each of its
     // four score tiles j the keys 32·kh + 8·j + 2·tq and the one after.
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_g = lm_lane >> 2, lm_tq = lm_lane & 3;\n"
@@ -155,27 +164,31 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
     << "        lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n      }\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j)\n"
-    << "        lm_split_bf16(lm_x[lm_j][0], lm_x[lm_j][1], lm_khi[lm_kk * lm_QPW + lm_p0 + 4 * lm_j], lm_klo[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]);\n    }\n"
+    << "        " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_khi[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]", "lm_klo[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]")
+    << "\n    }\n"
     << "    {\n      float lm_x[lm_VI][2];\n      const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
     << "      #pragma unroll\n      for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
     << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h", "        ")
     << "        #pragma unroll\n        for (int lm_j = 0; lm_j < lm_VI; ++lm_j) lm_x[lm_j][lm_h] = "
     << tile_element("lm_V", dt[2], "lm_c0 + 8 * lm_j", "lm_vsj", vpad) << ";\n      }\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_VI; ++lm_j)\n"
-    << "        lm_split_bf16(lm_x[lm_j][0], lm_x[lm_j][1], lm_vhi[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp], lm_vlo[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]);\n    }\n"
+    << "        " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_vhi[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]", "lm_vlo[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]")
+    << "\n    }\n"
     << "    __syncthreads();\n"
     << "    float lm_s[4][4];\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
     << "    #pragma unroll 2\n"
     << "    for (int lm_pw = 0; lm_pw < lm_DK / 2; lm_pw += 8) {\n"
-    << "      unsigned lm_ah[4], lm_al[4];\n"
+    << "      unsigned lm_ah[4]" << (hi_only ? "" : ", lm_al[4]") << ";\n"
     << "      #pragma unroll\n      for (int lm_x = 0; lm_x < 4; ++lm_x) {\n"
     << "        const int lm_w = (lm_ra + 8 * (lm_x & 1)) * lm_QPW + lm_pw + lm_tq + 4 * (lm_x >> 1);\n"
-    << "        lm_ah[lm_x] = lm_qhi[lm_w];\n        lm_al[lm_x] = lm_qlo[lm_w];\n      }\n"
+    << "        lm_ah[lm_x] = lm_qhi[lm_w];\n" << (hi_only ? "" : "        lm_al[lm_x] = lm_qlo[lm_w];\n") << "      }\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < 4; ++lm_j) {\n"
     << "        const int lm_w = (32 * lm_kh + 8 * lm_j + lm_g) * lm_QPW + lm_pw + lm_tq;\n"
-    << "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
-    << "        lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
+    << (hi_only ? "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]};\n"
+                : "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
+                  "        lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n")
+    << "        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
     << "      }\n    }\n"
     // Scale and mask; each row's max over this warp's keys (its quad of lanes), then over both
     // key halves through shared memory.
@@ -204,15 +217,17 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "      lm_o[lm_j][0] *= lm_alpha[0]; lm_o[lm_j][1] *= lm_alpha[0]; lm_o[lm_j][2] *= lm_alpha[1]; lm_o[lm_j][3] *= lm_alpha[1];\n    }\n"
     // out += p·v over this warp's 32 keys: two k16 steps, score tiles 2·ks and 2·ks + 1 as A.
     << "    #pragma unroll\n    for (int lm_ks = 0; lm_ks < 2; ++lm_ks) {\n"
-    << "      unsigned lm_ph[4], lm_pl[4];\n"
-    << "      lm_split_bf16(lm_s[2 * lm_ks][0], lm_s[2 * lm_ks][1], lm_ph[0], lm_pl[0]);\n"
-    << "      lm_split_bf16(lm_s[2 * lm_ks][2], lm_s[2 * lm_ks][3], lm_ph[1], lm_pl[1]);\n"
-    << "      lm_split_bf16(lm_s[2 * lm_ks + 1][0], lm_s[2 * lm_ks + 1][1], lm_ph[2], lm_pl[2]);\n"
-    << "      lm_split_bf16(lm_s[2 * lm_ks + 1][2], lm_s[2 * lm_ks + 1][3], lm_ph[3], lm_pl[3]);\n"
+    << "      unsigned lm_ph[4]" << (hi_only ? "" : ", lm_pl[4]") << ";\n"
+    << "      " << to_words(hi_only, "lm_s[2 * lm_ks][0]", "lm_s[2 * lm_ks][1]", "lm_ph[0]", "lm_pl[0]") << "\n"
+    << "      " << to_words(hi_only, "lm_s[2 * lm_ks][2]", "lm_s[2 * lm_ks][3]", "lm_ph[1]", "lm_pl[1]") << "\n"
+    << "      " << to_words(hi_only, "lm_s[2 * lm_ks + 1][0]", "lm_s[2 * lm_ks + 1][1]", "lm_ph[2]", "lm_pl[2]") << "\n"
+    << "      " << to_words(hi_only, "lm_s[2 * lm_ks + 1][2]", "lm_s[2 * lm_ks + 1][3]", "lm_ph[3]", "lm_pl[3]") << "\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
     << "        const int lm_w = (8 * lm_j + lm_g) * lm_VPW + 16 * lm_kh + 8 * lm_ks + lm_tq;\n"
-    << "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
-    << "        lm_mma_bf16(lm_o[lm_j], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bl);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bh);\n"
+    << (hi_only ? "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]};\n"
+                : "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
+                  "        lm_mma_bf16(lm_o[lm_j], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bl);\n")
+    << "        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bh);\n"
     << "      }\n    }\n  }\n"
     // The key halves' partial sums and outputs: the second half's through shared memory.
     << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"

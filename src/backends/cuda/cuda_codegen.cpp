@@ -215,6 +215,16 @@ __device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, 
   __trap();
 #endif
 }
+// Two f32 values as one word of two bf16 values (rounded to nearest even), the first in the low half.
+__device__ __forceinline__ unsigned lm_pack_bf16(float x0, float x1) {
+  unsigned r = 0;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+#else
+  __trap();
+#endif
+  return r;
+}
 // Four 8x8 b16 matrices from shared memory into MMA fragments (lanes 8i..8i+7 give matrix i's
 // row addresses; register i gets matrix i).
 __device__ __forceinline__ void lm_ldmatrix_x4(unsigned* r, const void* p) {
@@ -293,7 +303,8 @@ extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const flo
 )";
 }
 
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,
+                              const CodegenOptions& options) {
   const Node& n = g.node(id);
   KernelWriter w(g, id, graph_dims);
   NodeKernels r;
@@ -563,7 +574,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         for (size_t v = cap ? 0 : 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v], cap));
       // bf16 weights: also the tensor cores' grouped GEMM, for a prefill's many rows.
       for (const ScaledMmaTile& t : kScaledMmaTiles)
-        if (auto mma = scaled_mma_body(la, lb, ls, dts, count_decl, store_v, n.dtype, t)) {
+        if (auto mma = scaled_mma_body(la, lb, ls, dts, count_decl, store_v, n.dtype, t, options.bf16_activations)) {
           Launch l{w.finish(*mma, functions), Launch::Grid::Elements, scaled_mma_threads(a, w.in_shape(1).back(), t),
                    Expr(scaled_mma_shared_bytes(t))};
           l.tensor_cores = true;
@@ -612,7 +623,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.tiled_rows = seq;
         r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
-        if (auto mma = tiled_attention_mma(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+        if (auto mma = tiled_attention_mma(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype, options.bf16_activations)) {
           // Two blocks an SM (128 registers a thread, a few spilled; 169 for one): one block's
           // warps compute while the other's wait at a barrier or for a tile. On the H200, 8B
           // prefill attention took 3.68 ms with two, 4.35 with one.

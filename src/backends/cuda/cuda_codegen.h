@@ -99,11 +99,20 @@ struct FunctionSet {
   std::vector<std::string> names, texts;
 };
 
+// What generated kernels may trade away.
+struct CodegenOptions {
+  // Tensor-core kernels (prefill attention, an MoE's experts) take their f32 operands as one
+  // bf16 part, not hi + lo: a third (attention) or half (experts) of the products, with operands
+  // rounded to bf16 (to 2^-8 of themselves), as PyTorch runs a bf16 model. CudaOptions::bf16_activations.
+  bool bf16_activations = false;
+};
+
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
 // produce identical functions, named by a hash of their text) and says how to launch them.
 // Throws Error for a node it has no kernel for (an unknown kernel name).
 // `graph_dims` is g.dims().
-NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions);
+NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,
+                              const CodegenOptions& options = {});
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

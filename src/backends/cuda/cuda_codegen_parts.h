@@ -99,7 +99,8 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
 // sums). A is split into bf16 hi + lo (x to about 2^-17) and multiplied twice, as the prefill's
 // cuBLASLt path does, so sums are f32-faithful. The unlisted rows are zero (`out`, the output's
 // dtype, must be f32). Needs sm_80 (lm_mma_bf16 traps below); nullopt where the weight is not
-// bf16 or the operands are not plain strided with unit stride along k.
+// bf16 or the operands are not plain strided with unit stride along k. `hi_only`: A as one bf16
+// part, one product (CodegenOptions::bf16_activations).
 // Its schedules (the tuner times them with the GEMV's): a block's weight rows (a multiple of 64),
 // k values a step (a multiple of 32) and shared-memory stages.
 struct ScaledMmaTile {
@@ -109,7 +110,7 @@ constexpr ScaledMmaTile kScaledMmaTiles[] = {{128, 32, 4}, {128, 64, 4}, {256, 6
 std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::vector<DType>& dt,
                                            const std::string& count_decl,
                                            const std::function<std::string(const std::string&, DType)>& out_store, DType out,
-                                           const ScaledMmaTile& tile);
+                                           const ScaledMmaTile& tile, bool hi_only = false);
 Expr scaled_mma_threads(const std::vector<Expr>& a_shape, const Expr& n, const ScaledMmaTile& tile);  // its launch's threads
 int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                                                // and dynamic shared memory
 // Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
@@ -143,9 +144,10 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
 Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
 // The same on the tensor cores (cuda_attention_mma_codegen.cpp), for key head dims that are
 // multiples of 16 and value head dims that are multiples of 8 up to kTiledMmaMaxValueDim (its
-// outputs live in registers).
+// outputs live in registers). `hi_only`: operands as one bf16 part, one product each
+// (CodegenOptions::bf16_activations).
 constexpr int kTiledMmaMaxValueDim = 128;
-std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only = false);
 Expr tiled_attention_mma_shared_bytes(const Node& n);  // only where tiled_attention_mma gave a kernel
 
 }  // namespace luminal::cuda::gen

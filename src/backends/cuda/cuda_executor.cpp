@@ -31,13 +31,13 @@ constexpr size_t kL2FlushBytes = size_t(128) << 20;
 
 }  // namespace
 
-PlanKernels generate_plan_kernels(const Graph& plan) {
+PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& options) {
   PlanKernels k;
   k.per_node.resize(plan.size());
   const std::vector<std::string> dims = plan.dims();
   for (NodeId id : plan.topo_order()) {
     if (plan.node(id).op == OpKind::Input) continue;
-    k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions);
+    k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions, options);
   }
   return k;
 }
@@ -84,7 +84,7 @@ std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
 CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options)
     : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
   read_env_options();
-  kernels_ = generate_plan_kernels(graph_);
+  kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;

@@ -40,7 +40,7 @@ struct PlanKernels {
   // their first schedules) compiles a tenth of the code, the GEMVs' many schedules gone.
   void drop_alternatives(std::vector<NodeKernels*> extra = {});
 };
-PlanKernels generate_plan_kernels(const Graph& plan);
+PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& options = {});
 // Throws Error("the cuda backend cannot run here: ...") naming what is missing (a driver, a
 // device, NVRTC): for callers that must say so before any work.
 void require_usable();
@@ -52,7 +52,8 @@ struct CudaOptions {
   // which agrees with the reference to f32 rounding.
   bool tensor_cores = true;
   // One bf16 part only, as PyTorch runs a bf16 model: half the tensor-core work, activations
-  // rounded to bf16 (about 2^-9). Also LUMINAL_CUDA_BF16_ACTIVATIONS=1.
+  // rounded to bf16 (about 2^-9). Also the generated tensor-core kernels (prefill attention, an
+  // MoE's experts: CodegenOptions). Also LUMINAL_CUDA_BF16_ACTIVATIONS=1.
   bool bf16_activations = false;
   // Repeated runs with the same dims replay a CUDA graph of their launches (a decode step is
   // hundreds of small kernels: launching them costs more than running them). Dims named in

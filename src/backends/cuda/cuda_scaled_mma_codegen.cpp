@@ -15,7 +15,8 @@ namespace {
 // shared memory `stages` - 1 steps ahead (cp.async), so a step's loads are in flight while the
 // steps before run; X's tile is then split into bf16 hi + lo once, for all warps. Rows are
 // padded (8 bf16, 4 floats) so that ldmatrix's eight row addresses fall in different banks.
-// Eight warps, 4 (weight rows) x 2 (tokens), each cols / 4 x 32: m16n8k16 tiles, twice (hi, lo).
+// Eight warps, 4 (weight rows) x 2 (tokens), each cols / 4 x 32: m16n8k16 tiles, twice (hi, lo),
+// or once with `hi_only` (X rounded to bf16).
 // Warps whose tokens are all past the tile's listed rows skip their products.
 constexpr int kRows = 64, kWindow = 2048;
 struct Layout {
@@ -48,7 +49,7 @@ static std::string copy_step_tile(const std::string& dst, const std::string& typ
 std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::vector<DType>& dt,
                                            const std::string& count_decl,
                                            const std::function<std::string(const std::string&, DType)>& out_store, DType out,
-                                           const ScaledMmaTile& tile) {
+                                           const ScaledMmaTile& tile, bool hi_only) {
   const Layout L(tile);
   if (L.cols % 64 || L.depth % 32 || L.stages < 2) return std::nullopt;
   const int kCols = L.cols, kDepth = L.depth, kStages = L.stages, kPitch = L.pitch, kPitchX = L.pitch_x, kStageW = L.stage_w,
@@ -58,6 +59,7 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
   if (dt[0] != DType::F32 || dt[1] != DType::BF16 || dt[2] != DType::F32 || out != DType::F32) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
   static_assert(kBlockThreads == 256, "the warp layout and copy assignments below are for eight warps");
+  const int parts = hi_only ? 1 : 2;  // of X: hi, or hi and lo
   const int WR = kDepth / 8, WC = kCols * WR / kBlockThreads, XR = kDepth / 4, XC = kRows * XR / kBlockThreads;
   std::ostringstream s;
   s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
@@ -128,11 +130,13 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "            const int lm_r = threadIdx.x >> 2, lm_k0 = (threadIdx.x & 3) * 8 + lm_g * 32;\n"
     << "            const float* lm_x = lm_sx + (int)(lm_st % " << kStages << ") * " << kRows * kPitchX << " + lm_r * " << kPitchX << " + lm_k0;\n"
     << "            const float4 lm_x0 = *(const float4*)lm_x, lm_x1 = *(const float4*)(lm_x + 4);\n"
-    << "            uint4 lm_hi, lm_lo;\n"
-    << "            lm_split_bf16(lm_x0.x, lm_x0.y, lm_hi.x, lm_lo.x); lm_split_bf16(lm_x0.z, lm_x0.w, lm_hi.y, lm_lo.y);\n"
-    << "            lm_split_bf16(lm_x1.x, lm_x1.y, lm_hi.z, lm_lo.z); lm_split_bf16(lm_x1.z, lm_x1.w, lm_hi.w, lm_lo.w);\n"
+    << (hi_only ? "            const uint4 lm_hi = make_uint4(lm_pack_bf16(lm_x0.x, lm_x0.y), lm_pack_bf16(lm_x0.z, lm_x0.w), "
+                  "lm_pack_bf16(lm_x1.x, lm_x1.y), lm_pack_bf16(lm_x1.z, lm_x1.w));\n"
+                : "            uint4 lm_hi, lm_lo;\n"
+                  "            lm_split_bf16(lm_x0.x, lm_x0.y, lm_hi.x, lm_lo.x); lm_split_bf16(lm_x0.z, lm_x0.w, lm_hi.y, lm_lo.y);\n"
+                  "            lm_split_bf16(lm_x1.x, lm_x1.y, lm_hi.z, lm_lo.z); lm_split_bf16(lm_x1.z, lm_x1.w, lm_hi.w, lm_lo.w);\n")
     << "            *(uint4*)(lm_sh + lm_r * " << kPitch << " + lm_k0) = lm_hi;\n"
-    << "            *(uint4*)(lm_sl + lm_r * " << kPitch << " + lm_k0) = lm_lo;\n"
+    << (hi_only ? "" : "            *(uint4*)(lm_sl + lm_r * " + std::to_string(kPitch) + " + lm_k0) = lm_lo;\n")
     << "          }\n"
     << "          lm_issue(lm_st + " << kStages - 1 << ");  // into the stage step st - 1 used\n"
     << "          __syncthreads();  // hi and lo are in\n"
@@ -140,12 +144,12 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "            const uint16_t* lm_tw = lm_sw + (int)(lm_st % " << kStages << ") * " << kCols * kPitch << ";\n"
     << "            #pragma unroll\n"
     << "            for (int lm_ks = 0; lm_ks < " << kDepth << "; lm_ks += 16) {\n"
-    << "              unsigned lm_fa[" << MT << "][4], lm_fb[2][4][2];\n"
+    << "              unsigned lm_fa[" << MT << "][4], lm_fb[" << parts << "][4][2];\n"
     << "              #pragma unroll\n"
     << "              for (int lm_mt = 0; lm_mt < " << MT << "; ++lm_mt)\n"
     << "                lm_ldmatrix_x4(lm_fa[lm_mt], lm_tw + (lm_ww * " << 16 * MT << " + lm_mt * 16 + (lm_lane & 15)) * " << kPitch << " + lm_ks + (lm_lane >> 4) * 8);\n"
     << "              #pragma unroll\n"
-    << "              for (int lm_pt = 0; lm_pt < 2; ++lm_pt)\n"
+    << "              for (int lm_pt = 0; lm_pt < " << parts << "; ++lm_pt)\n"
     << "                #pragma unroll\n"
     << "                for (int lm_np = 0; lm_np < 2; ++lm_np) {\n"
     << "                  unsigned lm_q4[4];\n"
@@ -161,7 +165,7 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "                #pragma unroll\n"
     << "                for (int lm_mt = 0; lm_mt < " << MT << "; ++lm_mt) {\n"
     << "                  lm_mma_bf16(lm_acc[lm_mt][lm_nt], lm_fa[lm_mt], lm_fb[0][lm_nt]);\n"
-    << "                  lm_mma_bf16(lm_acc[lm_mt][lm_nt], lm_fa[lm_mt], lm_fb[1][lm_nt]);\n"
+    << (hi_only ? "" : "                  lm_mma_bf16(lm_acc[lm_mt][lm_nt], lm_fa[lm_mt], lm_fb[1][lm_nt]);\n")
     << "                }\n"
     << "              }\n"
     << "            }\n"
