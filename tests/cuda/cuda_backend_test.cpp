@@ -553,6 +553,50 @@ TEST(CudaBackend, LinearLayerOnTensorCores) {
   }
 }
 
+// Sibling linear layers with bf16 weights (grouped: one GEMV for few rows; for many, the
+// activations converted once and each member's GEMM on cuBLASLt), f32-faithful and with bf16
+// activations, against double-precision products of the (rounded) operands.
+TEST(CudaBackend, SiblingLinearLayersMatchTheirProducts) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k = 64;
+  const std::vector<int64_t> widths = {40, 24, 24};  // whole 256-byte steps, so the weights group
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr::var("s"), k});
+  for (size_t i = 0; i < widths.size(); ++i) {
+    Tensor w = input(g, "w" + std::to_string(i), DType::BF16, {widths[i], k});
+    linear(a, cast(w, DType::F32), std::nullopt).output("y" + std::to_string(i));
+  }
+  Graph plan = compiled(g);
+  for (bool bf16 : {false, true}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16});
+    for (int64_t m : {3, 16, 100}) {
+      Buffer ab = testing::random_buffer(DType::F32, {m, k}, 41);
+      cuda.set_input("a", ab);
+      std::vector<Buffer> ws;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        ws.push_back(testing::random_buffer(DType::BF16, {widths[i], k}, 42 + static_cast<uint32_t>(i)));
+        cuda.set_input("w" + std::to_string(i), ws.back());
+      }
+      cuda.run();
+      for (size_t i = 0; i < widths.size(); ++i) {
+        Buffer y = cuda.output("y" + std::to_string(i));
+        ASSERT_EQ(y.numel(), static_cast<size_t>(m * widths[i]));
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t j = 0; j < widths[i]; ++j) {
+            double want = 0, scale = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              double x = ab.get(r * k + p);
+              if (bf16 && m >= 16) x = bf16_to_f32(f32_to_bf16(static_cast<float>(x)));
+              want += x * ws[i].get(j * k + p);
+              scale += std::abs(x * ws[i].get(j * k + p));
+            }
+            ASSERT_NEAR(y.get(r * widths[i] + j), want, 2e-5 * scale + 1e-6) << "y" << i << " m=" << m << " bf16=" << bf16 << " (" << r << ", " << j << ")";
+          }
+      }
+    }
+  }
+}
+
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
 // heads per KV head in the rows of one batch entry; two KV heads).
 Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {

@@ -413,36 +413,55 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
               options_.overlap_launches);
 }
 
-bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
+bool CudaExecutor::on_library(const LinearOperands& l) {
   if (!cublaslt_) return false;
   // cuBLASLt takes its sizes from the host: the true dims (such a run is never recorded).
   const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k);
   if (m < kLibraryMinRows || n <= 0 || k <= 0) return false;
-  const int64_t a_off = eval_true(l.a_offset), lda = eval_true(l.a_row_stride);
-  const int64_t w_off = eval_true(l.w_offset), ldw = eval_true(l.w_row_stride);
+  const int64_t lda = eval_true(l.a_row_stride), w_off = eval_true(l.w_offset), ldw = eval_true(l.w_row_stride);
   const size_t ws = dtype_size(l.w_dtype);
   // cuBLASLt's algorithms may assume 256-byte aligned matrices and 16-byte aligned rows.
   if ((w_off * ws) % 256 != 0 || (ldw * ws) % 16 != 0 || lda < k || ldw < k) return false;
+  if (l.w_dtype == DType::BF16) return options_.tensor_cores;
+  return (eval_true(l.a_offset) * 4) % 256 == 0 && (lda * 4) % 16 == 0;
+}
+
+CudaExecutor::Bf16Activations CudaExecutor::to_bf16(const LinearOperands& l, DevicePtr activations) {
+  const int64_t m = eval_true(l.m), k = eval_true(l.k);
+  Bf16Activations a{take(DType::BF16, {m, k}), std::nullopt};
+  if (!options_.bf16_activations) a.lo = take(DType::BF16, {m, k});
+  DevicePtr lo_ptr = a.lo ? a.lo->ptr : 0, src = activations + static_cast<DevicePtr>(eval_true(l.a_offset)) * 4;
+  long long rows = m, cols = k, ld = eval_true(l.a_row_stride);
+  void* args[] = {&a.hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
+  ctx_.launch(rows_to_bf16_, static_cast<unsigned>(grid_stride_blocks(m * k)), 1, 1, kBlockThreads, 0, args);
+  return a;
+}
+
+void CudaExecutor::bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out) {
+  const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k), ldw = eval_true(l.w_row_stride);
+  const DevicePtr w = weight + static_cast<DevicePtr>(eval_true(l.w_offset)) * 2;
+  cublaslt_linear(ctx_, DType::BF16, a.hi.ptr, k, w, ldw, out, n, m, n, k);
+  if (a.lo) cublaslt_linear(ctx_, DType::BF16, a.lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);
+}
+
+void CudaExecutor::give_back(Bf16Activations& a) {
+  give_back(a.hi);  // the stream orders their reuse after the GEMMs
+  if (a.lo) give_back(*a.lo);
+}
+
+bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
+  if (!on_library(l)) return false;
   used_library_ = true;  // only a run that calls the library: the generated fallback can be recorded
-  const DevicePtr w = in[1] + static_cast<DevicePtr>(w_off) * ws;
   if (l.w_dtype == DType::BF16) {
-    if (!options_.tensor_cores) return false;
-    const bool split = !options_.bf16_activations;
-    DeviceBuffer hi = take(DType::BF16, {m, k});
-    std::optional<DeviceBuffer> lo;
-    if (split) lo = take(DType::BF16, {m, k});
-    DevicePtr lo_ptr = lo ? lo->ptr : 0, src = in[0] + static_cast<DevicePtr>(a_off) * 4;
-    long long rows = m, cols = k, ld = lda;
-    void* args[] = {&hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
-    const int64_t blocks = grid_stride_blocks(m * k);
-    ctx_.launch(rows_to_bf16_, static_cast<unsigned>(blocks), 1, 1, kBlockThreads, 0, args);
-    cublaslt_linear(ctx_, DType::BF16, hi.ptr, k, w, ldw, out, n, m, n, k);
-    if (lo) cublaslt_linear(ctx_, DType::BF16, lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);
-    give_back(hi);  // the stream orders their reuse after the GEMMs
-    if (lo) give_back(*lo);
+    Bf16Activations a = to_bf16(l, in[0]);
+    bf16_gemm(l, a, in[1], out);
+    give_back(a);
     return true;
   }
-  if ((a_off * 4) % 256 != 0 || (lda * 4) % 16 != 0) return false;
+  const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k);
+  const int64_t a_off = eval_true(l.a_offset), lda = eval_true(l.a_row_stride);
+  const DevicePtr w = in[1] + static_cast<DevicePtr>(eval_true(l.w_offset)) * 4;
+  const int64_t ldw = eval_true(l.w_row_stride);
   cublaslt_linear(ctx_, DType::F32, in[0] + static_cast<DevicePtr>(a_off) * 4, lda, w, ldw, out, n, m, n, k);
   return true;
 }
@@ -680,18 +699,35 @@ void CudaExecutor::find_linear_groups() {
   }
 }
 
-bool CudaExecutor::group_usable(const LinearGroup& g) {
+bool CudaExecutor::group_usable(LinearGroup& g) {
   for (size_t i = 0; i < g.weights.size(); ++i) {  // every weight in place in the group's allocation
     auto it = inputs_.find(g.weights[i]);
     if (it == inputs_.end() || !g.base || it->second.ptr != g.base + g.offsets[i]) return false;
   }
-  // Many rows go to the library (tensor cores), one layer at a time.
-  const LinearOperands& l = *kernels_.per_node[g.members[0]]->linear;
-  return !(cublaslt_ && eval_true(l.m) >= kLibraryMinRows);
+  // Many rows go to the library (tensor cores): every member there, or none grouped.
+  g.on_library = on_library(*kernels_.per_node[g.members[0]]->linear);
+  if (!g.on_library) return true;
+  for (NodeId m : g.members) {
+    const LinearOperands& l = *kernels_.per_node[m]->linear;
+    if (l.w_dtype != DType::BF16 || !on_library(l)) return false;
+  }
+  return true;
 }
 
 void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, bool capturing) {
   g.pending.clear();
+  if (g.on_library) {
+    // The members read the same activations: converted to bf16 once (it was once a member,
+    // 8-29 MB read each for the 8B's q/k/v and gate/up), then each member's GEMM.
+    used_library_ = true;
+    Bf16Activations a = to_bf16(*kernels_.per_node[g.members[0]]->linear, activations);
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      g.pending.push_back(take(DType::F32, concrete(graph_.node(g.members[i]).shape)));
+      bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending.back().ptr);
+    }
+    give_back(a);
+    return;
+  }
   std::vector<DevicePtr> in = {activations, g.base};
   for (NodeId m : g.members) {
     g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));

@@ -192,6 +192,7 @@ class CudaExecutor {
     std::vector<void*> alternatives;
     DevicePtr base = 0;
     bool active = false;                // this run uses it
+    bool on_library = false;            // this run's members go to cuBLASLt (many rows), else the GEMV
     std::vector<DeviceBuffer> pending;  // this run's outputs, by member
   };
   std::vector<LinearGroup> groups_;
@@ -199,7 +200,7 @@ class CudaExecutor {
   // The LUMINAL_CUDA_* environment overrides of options_ (they decide what is compiled).
   void read_env_options();
   void find_linear_groups();
-  bool group_usable(const LinearGroup& g);
+  bool group_usable(LinearGroup& g);  // also decides g.on_library
   void run_group(LinearGroup& g, DevicePtr activations, bool capturing);
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<NodeId, std::vector<void*>> alternative_functions_;
@@ -212,6 +213,17 @@ class CudaExecutor {
   std::vector<DevicePtr> retired_counters_;  // outgrown, still read by graphs recorded before
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
   bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in);
+  // Whether this run's sizes and alignments take `l` to cuBLASLt.
+  bool on_library(const LinearOperands& l);
+  // A linear layer's f32 activations as bf16 hi (+ lo, unless options_.bf16_activations), and
+  // the GEMM that multiplies them by a bf16 weight (in place at `weight` + l.w_offset).
+  struct Bf16Activations {
+    DeviceBuffer hi;
+    std::optional<DeviceBuffer> lo;
+  };
+  Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
+  void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out);
+  void give_back(Bf16Activations& a);
 
   Graph graph_;
   Context& ctx_;
