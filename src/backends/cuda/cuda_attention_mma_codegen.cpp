@@ -41,6 +41,16 @@ std::string to_words(bool hi_only, const std::string& x0, const std::string& x1,
   return "lm_split_bf16(" + x0 + ", " + x1 + ", " + hi + ", " + lo + ");";
 }
 
+// The pre-pass's scratch (32-bit words, each two bf16 values), keys padded to whole tiles with
+// zeros: K hi [B][kpad][dk/2], K lo alike (not with hi_only), then V hi [B][dv][kpad/2] (values
+// transposed: a column's key pairs in a row), V lo alike. lm_kw and lm_vw are the words of one
+// K part and one V part. Needs lm_keys, lm_DK and lm_DV.
+std::string prep_sizes(const Node& n, size_t r) {
+  const std::string batches = c(product_of(n.inputs[0].view.shape(), 0, r - 2)), tile = std::to_string(kTiledKeys);
+  return "  const long long lm_kpad = (lm_keys + " + tile + " - 1) / " + tile + " * " + tile + ";\n" +
+         "  const long long lm_kw = " + batches + " * lm_kpad * (lm_DK / 2), lm_vw = " + batches + " * lm_DV * (lm_kpad / 2);\n";
+}
+
 // Words of the shared layout: q hi and lo, k hi and lo (at the end the second key half's
 // outputs, [BM][DV + 4] floats), vᵀ hi and lo, then [2][BM] floats of row statistics.
 int64_t k_area_words(const MmaDims& d) { return std::max(2 * kTiledKeys * qk_words(d.dk), kTiledRows * (d.dv + 4)); }
@@ -118,13 +128,11 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
   const ViewLayer *k = kv->k, *v = kv->v;
   const size_t r = kv->r;
   const DType t = dt[0];
-  const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]), vpad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
   std::ostringstream s;
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  extern __shared__ float lm_sh[];\n"
     << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ", lm_QPW = " << qk_words(d->dk) << ", lm_VPW = " << kVtWords << ";\n"
     << "  constexpr int lm_BM = 64, lm_BN = 64, lm_NT = lm_DV / 8, lm_OW = lm_DV + 4;\n"
-    << "  constexpr int lm_KI = lm_DK / 8, lm_VI = lm_DV / 8;  // pairs a thread loads per tile\n"
     << "  unsigned* lm_qhi = (unsigned*)lm_sh;            // [BM][QPW]\n"
     << "  unsigned* lm_qlo = lm_qhi + lm_BM * lm_QPW;\n"
     << "  unsigned* lm_khi = lm_qlo + lm_BM * lm_QPW;      // [BN][QPW]; at the end [BM][OW] floats\n"
@@ -134,6 +142,8 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "  float* lm_red = (float*)(lm_vlo + lm_DV * lm_VPW);  // [2][BM]: each key half's row maxima, at the end partial sums\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
+    << prep_sizes(n, r)
+    << "  const unsigned* lm_prep = (const unsigned*)lm_out1;  // the pre-pass's words\n"
     << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
     << batch_coords(r)
     << q_tile(n, t, d->dk, hi_only)
@@ -155,25 +165,21 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_any |= lm_vis[lm_j][lm_e];\n      }\n"
     // Also the barrier that lets this tile overwrite the last one's shared memory.
     << "    if (!__syncthreads_or(lm_any)) continue;\n"
-    // Keys: four lanes per key, each every fourth pair of head-dim elements (a warp's load reads
-    // whole 32-byte sectors of eight keys). Values: eight lanes per pair of keys, each every
-    // eighth column; stored transposed, one word per part. One address per key a thread reads.
-    << "    {\n      float lm_x[lm_KI][2];\n      const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
-    << tile_key(*k, r, r - 1, r - 2, "lm_kk", "        ")
-    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j) {\n"
-    << "        lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
-    << "        lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n      }\n"
-    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_KI; ++lm_j)\n"
-    << "        " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_khi[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]", "lm_klo[lm_kk * lm_QPW + lm_p0 + 4 * lm_j]")
-    << "\n    }\n"
-    << "    {\n      float lm_x[lm_VI][2];\n      const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
-    << "      #pragma unroll\n      for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
-    << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h", "        ")
-    << "        #pragma unroll\n        for (int lm_j = 0; lm_j < lm_VI; ++lm_j) lm_x[lm_j][lm_h] = "
-    << tile_element("lm_V", dt[2], "lm_c0 + 8 * lm_j", "lm_vsj", vpad) << ";\n      }\n"
-    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_VI; ++lm_j)\n"
-    << "        " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_vhi[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]", "lm_vlo[(lm_c0 + 8 * lm_j) * lm_VPW + lm_kp]")
-    << "\n    }\n"
+    // The tile's keys and values, split once for every block by the pre-pass: 16-byte copies
+    // into the shared layout (rows of lm_QPW words; values transposed, rows of lm_VPW words).
+    << "    {\n"
+    << "      const unsigned* lm_pk = lm_prep + (lm_b * lm_kpad + lm_k0) * (lm_DK / 2);\n"
+    << "      for (int lm_i = threadIdx.x; lm_i < lm_BN * (lm_DK / 8); lm_i += blockDim.x) {\n"
+    << "        const int lm_kk = lm_i / (lm_DK / 8), lm_c4 = 4 * (lm_i - lm_kk * (lm_DK / 8));\n"
+    << "        *(uint4*)(lm_khi + lm_kk * lm_QPW + lm_c4) = *(const uint4*)(lm_pk + lm_kk * (lm_DK / 2) + lm_c4);\n"
+    << (hi_only ? "" : "        *(uint4*)(lm_klo + lm_kk * lm_QPW + lm_c4) = *(const uint4*)(lm_pk + lm_kw + lm_kk * (lm_DK / 2) + lm_c4);\n")
+    << "      }\n"
+    << "      const unsigned* lm_pv = lm_prep + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
+    << "      for (int lm_i = threadIdx.x; lm_i < lm_DV * (lm_BN / 8); lm_i += blockDim.x) {\n"
+    << "        const int lm_cc = lm_i / (lm_BN / 8), lm_c4 = 4 * (lm_i - lm_cc * (lm_BN / 8));\n"
+    << "        *(uint4*)(lm_vhi + lm_cc * lm_VPW + lm_c4) = *(const uint4*)(lm_pv + lm_cc * (lm_kpad / 2) + lm_c4);\n"
+    << (hi_only ? "" : "        *(uint4*)(lm_vlo + lm_cc * lm_VPW + lm_c4) = *(const uint4*)(lm_pv + lm_vw + lm_cc * (lm_kpad / 2) + lm_c4);\n")
+    << "      }\n    }\n"
     << "    __syncthreads();\n"
     << "    float lm_s[4][4];\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
@@ -254,6 +260,60 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_DV + lm_col] = " << store(out_dtype, convert("lm_x", DType::F32, out_dtype))
     << ";\n      }\n  }\n";
   return s.str();
+}
+
+// One block per (batch entry, tile of kTiledKeys keys): the keys' and values' bf16 words (see
+// prep_sizes), through the same strided reads the kernel did itself before: four lanes per
+// key, each every fourth pair of head-dim elements; eight lanes per pair of keys (values), each
+// every eighth column. Keys past the cached length are zeros, keys the view masks its pad value.
+std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::vector<DType>& dt, bool hi_only) {
+  const std::optional<StridedKv> kv = strided_kv(n, dt);
+  if (!kv) return std::nullopt;
+  const std::optional<MmaDims> d = mma_dims(n, *kv);
+  if (!d) return std::nullopt;
+  const ViewLayer *k = kv->k, *v = kv->v;
+  const size_t r = kv->r;
+  const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]), vpad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
+  const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
+  std::ostringstream s;
+  s << batch_shape_fn(*k, r)
+    << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ";\n"
+    << "  constexpr int lm_KI = lm_DK / 8, lm_VI = lm_DV / 8;  // pairs a thread converts\n"
+    << "  const long long lm_keys = " << c(k->shape[r - 1]) << ";\n"
+    << prep_sizes(n, r)
+    << "  const long long lm_kt = lm_kpad / " << kTiledKeys << ";\n"
+    << "  const long long lm_b = blockIdx.x / lm_kt, lm_k0 = (blockIdx.x - lm_b * lm_kt) * " << kTiledKeys << ";\n"
+    << batch_coords(r)
+    << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
+    << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
+    << "  unsigned* lm_khi = (unsigned*)lm_out + (lm_b * lm_kpad + lm_k0) * (lm_DK / 2);\n"
+    << "  unsigned* lm_klo = lm_khi + lm_kw;\n"
+    << "  unsigned* lm_vhi = (unsigned*)lm_out + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
+    << "  unsigned* lm_vlo = lm_vhi + lm_vw;\n"
+    << "  {\n    float lm_x[lm_KI][2];\n    const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
+    << tile_key(*k, r, r - 1, r - 2, "lm_kk", "    ")
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_KI; ++lm_j) {\n"
+    << "      lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
+    << "      lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n    }\n"
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_KI; ++lm_j)\n"
+    << "      " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_khi[lm_kk * (lm_DK / 2) + lm_p0 + 4 * lm_j]", "lm_klo[lm_kk * (lm_DK / 2) + lm_p0 + 4 * lm_j]")
+    << "\n  }\n"
+    << "  {\n    float lm_x[lm_VI][2];\n    const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
+    << "    #pragma unroll\n    for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
+    << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h", "      ")
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_VI; ++lm_j) lm_x[lm_j][lm_h] = "
+    << tile_element("lm_V", dt[2], "lm_c0 + 8 * lm_j", "lm_vsj", vpad) << ";\n    }\n"
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_VI; ++lm_j)\n"
+    << "      " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_vhi[(lm_c0 + 8 * lm_j) * (lm_kpad / 2) + lm_kp]", "lm_vlo[(lm_c0 + 8 * lm_j) * (lm_kpad / 2) + lm_kp]")
+    << "\n  }\n";
+  return s.str();
+}
+
+Expr tiled_attention_mma_prep_words(const Node& n, bool hi_only) {
+  const size_t r = n.inputs[0].view.rank();
+  const int64_t dk = *n.inputs[0].view.shape()[r - 1].as_const(), dv = *n.inputs[2].view.shape()[r - 1].as_const();
+  const Expr kpad = ceil_div(n.inputs[1].view.shape()[r - 1], Expr(kTiledKeys)) * Expr(kTiledKeys);
+  return product_of(n.inputs[0].view.shape(), 0, r - 2) * kpad * Expr((dk / 2 + dv / 2) * (hi_only ? 1 : 2));
 }
 
 Expr tiled_attention_mma_shared_bytes(const Node& n) {

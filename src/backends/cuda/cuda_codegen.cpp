@@ -627,8 +627,15 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           // Two blocks an SM (128 registers a thread, a few spilled; 169 for one): one block's
           // warps compute while the other's wait at a barrier or for a tile. On the H200, 8B
           // prefill attention took 3.68 ms with two, 4.35 with one.
+          w.set_extra_outputs(1);  // the pre-pass's words
           r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n), Expr(0), 2);
+          w.set_extra_outputs(0);
           r.tiled_mma->tensor_cores = true;
+          const std::vector<DType> dts = {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)};
+          r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations),
+                                       product_of(q, 0, rank - 2) * ceil_div(keys, Expr(kTiledKeys)), Expr(0));
+          r.tiled_mma_prep->tensor_cores = true;
+          r.tiled_mma_words = tiled_attention_mma_prep_words(n, options.bf16_activations);
         }
       }
       return r;

@@ -75,6 +75,10 @@ struct NodeKernels {
   // The same on the tensor cores (Launch::tensor_cores), taken instead where the executor
   // offers tensor-core schedules.
   std::optional<Launch> tiled_mma;
+  // Its pre-pass, launched first: the keys and values split into bf16 words once, into a scratch
+  // of `tiled_mma_words` 32-bit words that tiled_mma then takes after its inputs.
+  std::optional<Launch> tiled_mma_prep;
+  Expr tiled_mma_words = Expr(0);
   // Attention only: `launches` (the split over slices of keys and the merge) as one launch,
   // taken where the keys make at most `once_max_slices` slices. It takes the scratch
   // (scratch_f32 elements) and `once_counters` zeroed uint32 values, which it leaves zero, after

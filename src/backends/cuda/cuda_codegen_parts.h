@@ -149,5 +149,10 @@ Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention
 constexpr int kTiledMmaMaxValueDim = 128;
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only = false);
 Expr tiled_attention_mma_shared_bytes(const Node& n);  // only where tiled_attention_mma gave a kernel
+// Its pre-pass (where it gave a kernel): the keys and values as the bf16 words its tiles hold,
+// split once for all of the kernel's blocks, into a scratch of tiled_attention_mma_prep_words
+// 32-bit words, which the kernel then reads as its extra output lm_out1.
+std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::vector<DType>& dt, bool hi_only = false);
+Expr tiled_attention_mma_prep_words(const Node& n, bool hi_only = false);
 
 }  // namespace luminal::cuda::gen

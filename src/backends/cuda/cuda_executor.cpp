@@ -63,6 +63,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     for (const Launch& l : k->launches) used.insert(l.function);
     if (k->tiled) used.insert(k->tiled->function);
     if (k->tiled_mma) used.insert(k->tiled_mma->function);
+    if (k->tiled_mma_prep) used.insert(k->tiled_mma_prep->function);
     if (k->once) used.insert(k->once->function);
   }
   FunctionSet kept;
@@ -129,6 +130,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     for (const Launch& l : kernels_.per_node[id]->launches) functions_by_node_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->tiled) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled->function));
     if (kernels_.per_node[id]->tiled_mma) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma->function));
+    if (kernels_.per_node[id]->tiled_mma_prep) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma_prep->function));
     if (kernels_.per_node[id]->once) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->once->function));  // last
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
   }
@@ -590,9 +592,17 @@ void CudaExecutor::run() {
     }
     DeviceBuffer out = take(n.dtype, concrete(n.shape));
     if (k.tiled && use_tiled(k)) {  // a prefill's attention: one launch
-      const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma
-      if (k.tiled_mma && offered(*k.tiled_mma)) launch(*k.tiled_mma, k, functions_by_node_[id][tiled_at + 1], out.ptr, in);
-      else launch(*k.tiled, k, functions_by_node_[id][tiled_at], out.ptr, in);
+      const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma, tiled_mma_prep
+      if (k.tiled_mma && offered(*k.tiled_mma)) {
+        DeviceBuffer words = take(DType::F32, {eval(k.tiled_mma_words)});
+        launch(*k.tiled_mma_prep, k, functions_by_node_[id][tiled_at + 2], words.ptr, in);
+        std::vector<DevicePtr> with = in;
+        with.push_back(words.ptr);
+        launch(*k.tiled_mma, k, functions_by_node_[id][tiled_at + 1], out.ptr, with);
+        give_back(words);
+      } else {
+        launch(*k.tiled, k, functions_by_node_[id][tiled_at], out.ptr, in);
+      }
     } else if (k.once && options_.attention_once && eval(k.once_slices) <= k.once_max_slices) {  // the split and the merge in one launch
       DeviceBuffer scratch = take(DType::F32, {eval(*k.scratch_f32)});
       std::vector<DevicePtr> with = in;
