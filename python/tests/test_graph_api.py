@@ -169,6 +169,17 @@ def test_language_model_matches_transformers_fixture():
         m.encode("hello")
 
 
+def test_language_model_bf16_activations_stay_near_transformers():
+    path = os.path.join(TEST_DATA, "models", "llama-tiny")
+    ref = json.load(open(os.path.join(path, "reference.json")))
+    ids = ref["input_ids"] + ref["greedy_new_tokens"]  # 28 rows: past the 16 that take the AMX path
+    m = lm.LanguageModel.load(path, backend="cpu", context=64, all_logits=True, activations="bf16")
+    logits = np.array(m.step(ids)).reshape(len(ids), -1)[: len(ref["input_ids"])]
+    np.testing.assert_allclose(logits, np.array(ref["logits"], dtype=np.float32), atol=0.1)
+    with pytest.raises(lm.Error, match="activations must be"):
+        lm.LanguageModel.load(path, backend="cpu", context=64, activations="fp8")
+
+
 def test_a_serialized_graph_loads_and_runs_the_same():
     g = lm.Graph()
     x = g.input("x", "f32", ["n", 4])

@@ -20,13 +20,15 @@ struct PyModel {
 };
 
 std::unique_ptr<PyModel> load(const std::string& path, const std::string& backend, int64_t context, int threads, int search,
-                              bool all_logits) {
+                              bool all_logits, const std::string& activations) {
+  if (activations != "f32" && activations != "bf16") throw Error("activations must be 'f32' or 'bf16', got '" + activations + "'");
   ModelOptions o;
   o.backend = backend;
   o.context = context;
   o.threads = threads;
   o.search = search;
   o.all_logits = all_logits;
+  o.bf16_activations = activations == "bf16";
   auto m = std::make_unique<PyModel>();
   m->tokenizer = open_tokenizer(path);
   m->model = std::make_unique<LanguageModel>(LanguageModel::load(path, o));
@@ -68,8 +70,9 @@ py::dict generate_ids(PyModel& m, const std::vector<int32_t>& prompt, int64_t ma
 void bind_models(py::module_& m) {
   py::class_<PyModel>(m, "LanguageModel", "A loaded LLM: weights, compiled plan, KV cache and tokenizer")
       .def_static("load", &load, py::arg("path"), py::arg("backend") = "cpu", py::arg("context") = 0, py::arg("threads") = 0,
-                  py::arg("search") = 0, py::arg("all_logits") = false,
-                  "a Hugging Face folder (config.json, *.safetensors, tokenizer.json) or a .gguf file")
+                  py::arg("search") = 0, py::arg("all_logits") = false, py::arg("activations") = "f32",
+                  "a Hugging Face folder (config.json, *.safetensors, tokenizer.json) or a .gguf file; activations='bf16' "
+                  "runs prefill's matrix products on bf16 activations (as PyTorch runs a bf16 model)")
       .def("step", [](PyModel& self, const std::vector<int32_t>& ids) {
         std::vector<float> logits;
         {
