@@ -4,8 +4,12 @@
 // and values.
 #include "backends/cpu/attention.h"
 
+#include <cmath>
+
 #include <limits>
 
+#include "backends/cpu/amx_gemm.h"
+#include "backends/cpu/thread_pool.h"
 #include "kernel_compare.h"
 
 namespace luminal::cpu::testing {
@@ -128,6 +132,43 @@ TEST(CpuAttention, Bf16KeysAndValuesMatchTheReference) {
   KernelInput v{random_f32({b, context, d}, 33).cast(DType::BF16), View::contiguous(exprs({b, context, d})).slice(1, Expr(0), Expr(n))};
   KernelInput mask = whole(Buffer::boolean(std::vector<bool>(static_cast<size_t>(b * m * n), true), {b * m * n}));
   compare(kernel_node("Attention", 2, 0.25f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
+// --activations bf16 where AMX runs: both products on the tiles, q, the keys, the probabilities
+// and the values rounded to bf16. Against the reference on q, k and v rounded to bf16, what
+// remains is the probabilities' rounding (at most 2^-8 of each, so 2^-8 of max |v| an output).
+// 40 causal rows after 5 cached keys: a block of rows that is not a multiple of 16 and keys
+// padded from 45 to the tiles' 64.
+TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX here";
+  const int64_t b = 2, m = 40, k = 64, d = 64, past = 5, n = past + m;
+  Buffer qb = random_f32({b, m, k}, 61), kb = random_f32({b, n, k}, 62), vb = random_f32({b, n, d}, 63);
+  std::vector<bool> causal(static_cast<size_t>(b * m * n));
+  for (int64_t h = 0; h < b; ++h)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) causal[static_cast<size_t>((h * m + i) * n + j)] = j <= past + i;
+  const Buffer mask = Buffer::boolean(causal, {b * m * n});
+  const View kt_view = View::contiguous(exprs({b, n, k})).permute({0, 2, 1});
+  auto run = [&](const Buffer& q, const Buffer& keys, const Buffer& values, int how) {  // 0: reference, 1: f32, 2: bf16
+    std::vector<Reader> in = {Reader(q, View::contiguous(exprs({b, m, k})), DimMap{}), Reader(keys, kt_view, DimMap{}),
+                              Reader(values, View::contiguous(exprs({b, n, d})), DimMap{}), Reader(mask, View::contiguous(exprs({b * m * n})), DimMap{})};
+    const std::vector<std::vector<int64_t>> shapes = {{b, m, k}, {b, k, n}, {b, n, d}, {b * m * n}};
+    Buffer out(DType::F32, {b, m, d});
+    static ThreadPool pool(2);
+    const Node node = kernel_node("Attention", 2, 0.125f);
+    if (how == 0) run_reference_kernel(node, in, shapes, out);
+    else EXPECT_TRUE(cpu_kernels(pool, nullptr, {.bf16_activations = how == 2})(node, in, shapes, out));
+    return out;
+  };
+  auto rounded = [](const Buffer& x) { return x.cast(DType::BF16).cast(DType::F32); };
+  const Buffer want = run(rounded(qb), rounded(kb), rounded(vb), 0), got = run(qb, kb, vb, 2), faithful = run(qb, kb, vb, 1);
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < want.numel(); ++i) {
+    worst = std::max(worst, std::abs(got.get(i) - want.get(i)));
+    moved = std::max(moved, std::abs(got.get(i) - faithful.get(i)));
+  }
+  EXPECT_LE(worst, 3 * 0x1p-8 + 1e-5);  // values within ±3
+  EXPECT_GT(moved, 1e-5) << "the bf16 path was not taken";
 }
 
 TEST(CpuAttention, FallsBackForNonFloatValues) {

@@ -271,6 +271,16 @@ bool amx_bf16_activations() {
   return on;
 }
 
+LM_AMX void amx_rows_to_bf16(const float* src, int64_t src_stride, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_stride) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = src + i * src_stride;
+    uint16_t* d = dst + i * dst_stride;
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + j)));
+    for (; j < cols; ++j) d[j] = f32_to_bf16(s[j]);
+  }
+}
+
 bool amx_fits(const WeightGemm& g) {
   return g.w_dtype == DType::BF16 && g.m >= 1 && g.n > 0 && g.n % 32 == 0 && g.k > 0 && g.k % 32 == 0;
 }

@@ -17,6 +17,10 @@ bool amx_available();
 // path) do: half the tile work, sums within about 4e-3 of the sum of |products|. Off by default.
 bool amx_bf16_activations();
 
+// dst[i * dst_stride + j] = bf16(src[i * src_stride + j]) for i < rows, j < cols (rounded to
+// nearest even, as f32_to_bf16); needs amx_available().
+void amx_rows_to_bf16(const float* src, int64_t src_stride, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_stride);
+
 // Whether amx_weight_gemm takes this product: bf16 weights, n and k multiples of 32, m ≥ 1.
 bool amx_fits(const WeightGemm& g);
 

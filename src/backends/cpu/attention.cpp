@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
@@ -176,7 +177,7 @@ void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool
 }  // namespace
 
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out,
-               ThreadPool& pool) {
+               ThreadPool& pool, bool bf16_activations) {
   if (in.size() != 4 || out.dtype() != DType::F32) return false;
   // bf16 or f16 operands (a torch model's KV cache) are widened exactly, as the reference reads
   // them: into the f32 copies below.
@@ -232,8 +233,13 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
                               pool);
       return true;
     }
+    // With bf16 activations on AMX: the keys as bf16 rows and the values as bf16 columns (both
+    // zero past the keys, padded to the tiles' 32), so both products run on the tiles.
+    const bool amx = bf16_activations && amx_available() && k % 32 == 0 && d % 32 == 0;
+    const int64_t np = (nk + 31) / 32 * 32;
     pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
       std::vector<float> scores, q_block;
+      std::vector<uint16_t> keys16, values16, rows16;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bi = t / blocks, i0 = (t % blocks) * row_block, rows = std::min(row_block, m - i0);
         int64_t kb = kt.offset, vb = v.offset;
@@ -250,6 +256,26 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           load_floats(in[0], q_flat, (bi * m + i0) * k, rows * k, q_block.data());
           qa = q_block.data();
           lda = k;
+        }
+        if (amx && rows >= 16) {
+          keys16.assign(static_cast<size_t>(np * k), 0);
+          values16.assign(static_cast<size_t>(d * np), 0);
+          rows16.resize(static_cast<size_t>(nk * d));
+          amx_rows_to_bf16(kt.data + kb, kt.strides[r - 1], nk, k, keys16.data(), k);
+          amx_rows_to_bf16(v.data + vb, v.strides[r - 2], nk, d, rows16.data(), d);
+          for (int64_t j = 0; j < nk; ++j)
+            for (int64_t e = 0; e < d; ++e) values16[static_cast<size_t>(e * np + j)] = rows16[static_cast<size_t>(j * d + e)];
+          scores.resize(static_cast<size_t>(rows * np));
+          weight_gemm({qa, lda, keys16.data(), k, DType::BF16, scores.data(), np, rows, np, k, true}, nullptr);
+          for (int64_t i = 0; i < rows; ++i) {
+            float* row = scores.data() + i * np;
+            const float* mr = mask.data() + (bi * m + i0 + i) * nk;
+            for (int64_t j = 0; j < nk; ++j) row[j] = mr[j] != 0 ? row[j] * scale : ninf;
+            softmax_row(row, row, nk);
+            std::fill(row + nk, row + np, 0.0f);  // the padding's keys: probability 0 whatever q holds
+          }
+          weight_gemm({scores.data(), np, values16.data(), np, DType::BF16, o + (bi * m + i0) * d, d, rows, d, np, true}, nullptr);
+          continue;
         }
         scores.resize(static_cast<size_t>(rows * nk));
         weight_gemm({qa, lda, kt.data + kb, kt.strides[r - 1], DType::F32, scores.data(), nk, rows, nk, k}, nullptr);

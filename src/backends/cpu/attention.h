@@ -17,7 +17,9 @@ class ThreadPool;
 
 // q [.., m, k], kt [.., k, n], v [.., n, d] in f32 (strided views read in place, other views
 // copied), the mask read in the scores' flat order; false (nothing written) for anything else.
+// bf16_activations (CpuKernelOptions): where AMX runs, blocks of 16 query rows or more take both
+// products on the tiles, q, the keys, the probabilities and the values rounded to bf16.
 bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
-               ThreadPool& pool);
+               ThreadPool& pool, bool bf16_activations = false);
 
 }  // namespace luminal::cpu

@@ -126,7 +126,7 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKe
     if (n.kernel == "Softmax") return softmax(n, in, shapes, out, pool);
     if (n.kernel == "Rotary") return rotary(n, in, shapes, out, pool);
     if (n.kernel == "Where") return where(n, in, shapes, out, pool);
-    if (n.kernel == "Attention") return attention(n, in, shapes, out, pool);
+    if (n.kernel == "Attention") return attention(n, in, shapes, out, pool, bf16);
     if (n.kernel == "FusedSum" || n.kernel == "FusedMax")
       return (jit && jit->run(n, in, shapes, out, pool)) || fused_reduce(n, in, shapes, out, pool, n.kernel == "FusedSum");
     return false;
