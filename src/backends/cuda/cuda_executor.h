@@ -52,7 +52,7 @@ struct CudaOptions {
   // which agrees with the reference to f32 rounding.
   bool tensor_cores = true;
   // One bf16 part only, as PyTorch runs a bf16 model: half the tensor-core work, activations
-  // rounded to bf16 (about 2^-9). Also the generated tensor-core kernels (prefill attention, an
+  // rounded to bf16 (to 2^-8 of themselves). Also the generated tensor-core kernels (prefill attention, an
   // MoE's experts: CodegenOptions). Also LUMINAL_CUDA_BF16_ACTIVATIONS=1.
   bool bf16_activations = false;
   // Repeated runs with the same dims replay a CUDA graph of their launches (a decode step is
