@@ -46,6 +46,21 @@ TEST(CpuAttention, PrefillAndDecodeShapesMatchTheReference) {
   check(1, 40, 16, 8, 8200, 8300);  // 8240 keys: blocks of 31 rows (1 MB of scores), the last of 9
 }
 
+// An int32 mask read flat (as the decoder's is) over more elements than one task converts
+// (16384): the flat mask is split over the threads, eight elements at a time.
+TEST(CpuAttention, IntMaskReadFlatInPieces) {
+  const int64_t b = 2, m = 130, k = 32, d = 32, past = 5, n = past + m;
+  std::vector<float> causal(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) causal[static_cast<size_t>(i * n + j)] = j <= past + i;
+  Buffer mbuf = Buffer::f32(causal, {m, n}).cast(DType::I32);
+  KernelInput mask{mbuf, View::contiguous(exprs({m, n})).reshape(exprs({1, m, n})).expand(0, Expr(b)).reshape(exprs({b * m * n}))};
+  KernelInput q = whole(random_f32({b, m, k}, 71));
+  KernelInput kt{random_f32({b, n, k}, 72), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({b, n, d}, 73));
+  compare(kernel_node("Attention", 2, 0.125f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
 // Fewer heads than twice the threads over at least 1024 keys: decode splits the keys into
 // slices and merges them (the pool here has two threads).
 TEST(CpuAttention, DecodeOverALongCacheSplitsTheKeys) {

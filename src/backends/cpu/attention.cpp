@@ -46,9 +46,46 @@ LM_SIMD_CLONES void axpy(float w, const float* v, int64_t step, float* out, int6
   for (; e < d; ++e) out[e] += w * v[e];
 }
 
+// out[j] = (b[j] != 0) for n bytes, eight at a time (-O2 left the byte loop scalar).
+LM_SIMD_CLONES void bytes_to_mask(const uint8_t* b, int64_t n, float* out) {
+  using namespace simd8;
+  typedef uint8_t b8 __attribute__((vector_size(8)));
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    b8 v;
+    std::memcpy(&v, b + j, sizeof v);
+    store(out + j, __builtin_convertvector(v, i8) != 0 ? splat(1.0f) : splat(0.0f));
+  }
+  for (; j < n; ++j) out[j] = b[j] != 0;
+}
+
+// out[j] = (x[j] != 0) for n int32 values, eight at a time.
+LM_SIMD_CLONES void ints_to_mask(const int32_t* x, int64_t n, float* out) {
+  using namespace simd8;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    i8 v;
+    std::memcpy(&v, x + j, sizeof v);
+    store(out + j, v != 0 ? splat(1.0f) : splat(0.0f));
+  }
+  for (; j < n; ++j) out[j] = x[j] != 0;
+}
+
+// row[j] = mask[j] != 0 ? row[j] * scale : -inf, eight at a time: the scores' mask and scale
+// (scalar at -O2, it had taken as long as the softmax after it).
+LM_SIMD_CLONES void mask_and_scale(float* row, const float* mask, int64_t n, float scale) {
+  using namespace simd8;
+  const f8 s = splat(scale), ninf = splat(-__builtin_inff());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) store(row + j, load(mask + j) != 0 ? load(row + j) * s : ninf);
+  for (; j < n; ++j) row[j] = mask[j] != 0 ? row[j] * scale : -__builtin_inff();
+}
+
 // out[j] = (mask element at base + j * step != 0) for j < n, from a buffer of any dtype.
 void mask_row(const Buffer& src, int64_t base, int64_t step, int64_t n, float* out) {
   const uint8_t* b = src.bytes();
+  if (src.dtype() == DType::Bool && step == 1) return bytes_to_mask(b + base, n, out);
+  if (src.dtype() == DType::I32 && step == 1) return ints_to_mask(reinterpret_cast<const int32_t*>(b) + base, n, out);
   switch (src.dtype()) {
     case DType::I32:
       for (int64_t j = 0; j < n; ++j) out[j] = reinterpret_cast<const int32_t*>(b)[base + j * step] != 0;
@@ -86,6 +123,10 @@ void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count
     return;
   }
   const int64_t n = shape[rank - 1], rows = n > 0 ? count / n : 0;
+  if (rank == 1) {  // one flat row (a decoder's mask, every head's scores end to end): split it
+    pool.parallel_for(n, [&](int64_t b, int64_t e) { mask_row(*src, offset + b * strides[0], strides[0], e - b, dst + b); }, 16384);
+    return;
+  }
   pool.parallel_for(rows, [&](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
       int64_t base = offset, rem = row;
@@ -270,7 +311,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           for (int64_t i = 0; i < rows; ++i) {
             float* row = scores.data() + i * np;
             const float* mr = mask.data() + (bi * m + i0 + i) * nk;
-            for (int64_t j = 0; j < nk; ++j) row[j] = mr[j] != 0 ? row[j] * scale : ninf;
+            mask_and_scale(row, mr, nk, scale);
             softmax_row(row, row, nk);
             std::fill(row + nk, row + np, 0.0f);  // the padding's keys: probability 0 whatever q holds
           }
@@ -282,7 +323,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
         for (int64_t i = 0; i < rows; ++i) {
           float* row = scores.data() + i * nk;
           const float* mr = mask.data() + (bi * m + i0 + i) * nk;
-          for (int64_t j = 0; j < nk; ++j) row[j] = mr[j] != 0 ? row[j] * scale : ninf;
+          mask_and_scale(row, mr, nk, scale);
           softmax_row(row, row, nk);
         }
         // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
