@@ -153,10 +153,11 @@ TEST(CpuAttention, Bf16KeysAndValuesMatchTheReference) {
 // and the values rounded to bf16. Against the reference on q, k and v rounded to bf16, what
 // remains is the probabilities' rounding (at most 2^-8 of each, so 2^-8 of max |v| an output).
 // 40 causal rows after 5 cached keys: a block of rows that is not a multiple of 16 and keys
-// padded from 45 to the tiles' 64.
-TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
-  if (!amx_available()) GTEST_SKIP() << "no AMX here";
-  const int64_t b = 2, m = 40, k = 64, d = 64, past = 5, n = past + m;
+// padded from 45 to the tiles' 64. 64 rows after 8128 cached keys: two blocks of 32 rows a head,
+// which share the head's converted keys and values.
+// Three heads: with two threads one takes a head's both blocks and the next head's first.
+void check_bf16_on_amx(int64_t m, int64_t past, int64_t k, int64_t d) {
+  const int64_t b = 3, n = past + m;
   Buffer qb = random_f32({b, m, k}, 61), kb = random_f32({b, n, k}, 62), vb = random_f32({b, n, d}, 63);
   std::vector<bool> causal(static_cast<size_t>(b * m * n));
   for (int64_t h = 0; h < b; ++h)
@@ -182,8 +183,15 @@ TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
     worst = std::max(worst, std::abs(got.get(i) - want.get(i)));
     moved = std::max(moved, std::abs(got.get(i) - faithful.get(i)));
   }
+  SCOPED_TRACE("m=" + std::to_string(m) + " past=" + std::to_string(past));
   EXPECT_LE(worst, 3 * 0x1p-8 + 1e-5);  // values within ±3
   EXPECT_GT(moved, 1e-5) << "the bf16 path was not taken";
+}
+
+TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX here";
+  check_bf16_on_amx(40, 5, 64, 64);
+  check_bf16_on_amx(64, 8128, 32, 32);
 }
 
 TEST(CpuAttention, FallsBackForNonFloatValues) {

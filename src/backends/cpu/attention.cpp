@@ -84,13 +84,13 @@ LM_SIMD_CLONES void mask_and_scale(float* row, const float* mask, int64_t n, flo
 // out[j] = (mask element at base + j * step != 0) for j < n, from a buffer of any dtype.
 void mask_row(const Buffer& src, int64_t base, int64_t step, int64_t n, float* out) {
   const uint8_t* b = src.bytes();
-  if (src.dtype() == DType::Bool && step == 1) return bytes_to_mask(b + base, n, out);
-  if (src.dtype() == DType::I32 && step == 1) return ints_to_mask(reinterpret_cast<const int32_t*>(b) + base, n, out);
   switch (src.dtype()) {
     case DType::I32:
+      if (step == 1) return ints_to_mask(reinterpret_cast<const int32_t*>(b) + base, n, out);
       for (int64_t j = 0; j < n; ++j) out[j] = reinterpret_cast<const int32_t*>(b)[base + j * step] != 0;
       return;
     case DType::Bool:
+      if (step == 1) return bytes_to_mask(b + base, n, out);
       for (int64_t j = 0; j < n; ++j) out[j] = b[base + j * step] != 0;
       return;
     case DType::F32:
@@ -281,6 +281,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
       std::vector<float> scores, q_block;
       std::vector<uint16_t> keys16, values16, rows16;
+      int64_t converted = -1;  // the batch entry keys16 and values16 hold: a task's row blocks share them
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bi = t / blocks, i0 = (t % blocks) * row_block, rows = std::min(row_block, m - i0);
         int64_t kb = kt.offset, vb = v.offset;
@@ -299,13 +300,16 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           lda = k;
         }
         if (amx && rows >= 16) {
-          keys16.assign(static_cast<size_t>(np * k), 0);
-          values16.assign(static_cast<size_t>(d * np), 0);
-          rows16.resize(static_cast<size_t>(nk * d));
-          amx_rows_to_bf16(kt.data + kb, kt.strides[r - 1], nk, k, keys16.data(), k);
-          amx_rows_to_bf16(v.data + vb, v.strides[r - 2], nk, d, rows16.data(), d);
-          for (int64_t j = 0; j < nk; ++j)
-            for (int64_t e = 0; e < d; ++e) values16[static_cast<size_t>(e * np + j)] = rows16[static_cast<size_t>(j * d + e)];
+          if (converted != bi) {
+            keys16.assign(static_cast<size_t>(np * k), 0);
+            values16.assign(static_cast<size_t>(d * np), 0);
+            rows16.resize(static_cast<size_t>(nk * d));
+            amx_rows_to_bf16(kt.data + kb, kt.strides[r - 1], nk, k, keys16.data(), k);
+            amx_rows_to_bf16(v.data + vb, v.strides[r - 2], nk, d, rows16.data(), d);
+            for (int64_t j = 0; j < nk; ++j)
+              for (int64_t e = 0; e < d; ++e) values16[static_cast<size_t>(e * np + j)] = rows16[static_cast<size_t>(j * d + e)];
+            converted = bi;
+          }
           scores.resize(static_cast<size_t>(rows * np));
           weight_gemm({qa, lda, keys16.data(), k, DType::BF16, scores.data(), np, rows, np, k, true}, nullptr);
           for (int64_t i = 0; i < rows; ++i) {
