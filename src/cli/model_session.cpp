@@ -44,9 +44,7 @@ ModelOptions model_options(const Args& a, bool all_logits) {
   o.search = static_cast<int>(a.integer("--search"));
   o.jit = !a.has("--no-jit");
   o.huge_pages = a.has("--huge-pages") && !a.has("--no-huge-pages");
-  const std::string act = a.str("--activations");
-  if (act != "f32" && act != "bf16") throw Error("--activations must be f32 or bf16, got '" + act + "'");
-  o.bf16_activations = act == "bf16";
+  o.bf16_activations = ModelOptions::bf16_activations_named(a.str("--activations"));
   if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
   if (isatty(2)) {
     o.progress = [](const std::string& what, double f) {

@@ -51,6 +51,11 @@ LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
 LanguageModel& LanguageModel::operator=(LanguageModel&&) noexcept = default;
 LanguageModel::~LanguageModel() = default;
 
+bool ModelOptions::bf16_activations_named(const std::string& activations) {
+  if (activations != "f32" && activations != "bf16") throw Error("activations must be f32 or bf16, got '" + activations + "'");
+  return activations == "bf16";
+}
+
 LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   auto report = [&](const std::string& what, double f) {

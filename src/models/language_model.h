@@ -40,6 +40,9 @@ struct ModelOptions {
   // PyTorch and llama.cpp run a bf16 model: prefill up to twice as fast, activations rounded to
   // 2^-8 of themselves there. Off (the default): f32-faithful logits (each activation as two bf16 parts).
   bool bf16_activations = false;
+  // "f32" or "bf16" (the CLI's --activations, Python's activations=) as bf16_activations; Error
+  // naming both for anything else.
+  static bool bf16_activations_named(const std::string& activations);
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
 };

@@ -21,14 +21,13 @@ struct PyModel {
 
 std::unique_ptr<PyModel> load(const std::string& path, const std::string& backend, int64_t context, int threads, int search,
                               bool all_logits, const std::string& activations) {
-  if (activations != "f32" && activations != "bf16") throw Error("activations must be 'f32' or 'bf16', got '" + activations + "'");
   ModelOptions o;
   o.backend = backend;
   o.context = context;
   o.threads = threads;
   o.search = search;
   o.all_logits = all_logits;
-  o.bf16_activations = activations == "bf16";
+  o.bf16_activations = ModelOptions::bf16_activations_named(activations);
   auto m = std::make_unique<PyModel>();
   m->tokenizer = open_tokenizer(path);
   m->model = std::make_unique<LanguageModel>(LanguageModel::load(path, o));
