@@ -204,17 +204,6 @@ __device__ __forceinline__ void lm_mma_bf16(float* d, const unsigned* a, const u
   __trap();
 #endif
 }
-// Two f32 values as bf16 hi (rounded to nearest even) and lo (what hi leaves, rounded), each pair
-// packed with the first value in the low half, as the tensor cores read (k, k + 1).
-__device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, unsigned& lo) {
-#if __CUDA_ARCH__ >= 800
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
-  const float r0 = x0 - __uint_as_float(hi << 16), r1 = x1 - __uint_as_float(hi & 0xffff0000u);
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
-#else
-  __trap();
-#endif
-}
 // Two f32 values as one word of two bf16 values (rounded to nearest even), the first in the low half.
 __device__ __forceinline__ unsigned lm_pack_bf16(float x0, float x1) {
   unsigned r = 0;
@@ -224,6 +213,12 @@ __device__ __forceinline__ unsigned lm_pack_bf16(float x0, float x1) {
   __trap();
 #endif
   return r;
+}
+// Two f32 values as bf16 hi (rounded to nearest even) and lo (what hi leaves, rounded), each pair
+// packed with the first value in the low half, as the tensor cores read (k, k + 1).
+__device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, unsigned& lo) {
+  hi = lm_pack_bf16(x0, x1);
+  lo = lm_pack_bf16(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
 }
 // Four 8x8 b16 matrices from shared memory into MMA fragments (lanes 8i..8i+7 give matrix i's
 // row addresses; register i gets matrix i).
@@ -602,14 +597,15 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const size_t rank = q.size();
     const DType t = w.in_dtype(0);
     const Expr keys = w.in_shape(1).back(), seq = q[rank - 2];
-    if (auto a = strided_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+    const std::vector<DType> dts = {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)};
+    if (auto a = strided_attention(n, dts, n.dtype)) {
       const Expr rows = product_of(q, 0, rank - 1), dv = w.in_shape(2).back(), slices = ceil_div(keys, Expr(kAttentionChunk));
       const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows)) * slices;
       r.scratch_f32 = rows * slices * (dv + 2);
       // Shared: the group's q rows, their scores in the slice, and each warp's partial rows.
       r.launches.push_back(per_block(a->partial, blocks, (Expr(kAttentionRows) * (Expr(kAttentionChunk) + q[rank - 1] + (kBlockThreads / 32) * dv)) * 4));
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv * 32});  // a warp per element
-      if (auto once = split_attention_once(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+      if (auto once = split_attention_once(n, dts, n.dtype)) {
         w.set_extra_outputs(2);  // the scratch and the counters
         r.once = per_block(*once, blocks, Expr(0));
         w.set_extra_outputs(0);
@@ -617,13 +613,13 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.once_counters = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows));
         r.once_max_slices = kSplitOnceMaxSlices;
       }
-      if (auto tiled = tiled_attention(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype)) {
+      if (auto tiled = tiled_attention(n, dts, n.dtype)) {
         const Expr blocks = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kTiledRows));
         r.tiled = per_block(*tiled, blocks, tiled_attention_shared_bytes(n));
         r.tiled_rows = seq;
         r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
-        if (auto mma = tiled_attention_mma(n, {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)}, n.dtype, options.bf16_activations)) {
+        if (auto mma = tiled_attention_mma(n, dts, n.dtype, options.bf16_activations)) {
           // Two blocks an SM (128 registers a thread, a few spilled; 169 for one): one block's
           // warps compute while the other's wait at a barrier or for a tile. On the H200, 8B
           // prefill attention took 3.68 ms with two, 4.35 with one.
@@ -631,7 +627,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n), Expr(0), 2);
           w.set_extra_outputs(0);
           r.tiled_mma->tensor_cores = true;
-          const std::vector<DType> dts = {w.in_dtype(0), w.in_dtype(1), w.in_dtype(2), w.in_dtype(3)};
           r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations),
                                        product_of(q, 0, rank - 2) * ceil_div(keys, Expr(kTiledKeys)), Expr(0));
           r.tiled_mma_prep->tensor_cores = true;
