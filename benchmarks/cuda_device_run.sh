@@ -13,7 +13,8 @@
 # OVERLAP=1 also runs the fixture models and the benchmark without overlapping launches
 # (LUMINAL_CUDA_OVERLAP=0; they are on by default). MODELS: where the random models are written
 # (default /tmp; the 61 GB qwen3-30b-a3b fits in /dev/shm, not on the 64 GiB disk). LAYERS: fewer
-# layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS).
+# layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS). AB_ENV: environment
+# overrides for a second benchmark run in the same call (an A/B).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -71,6 +72,16 @@ if [ -n "${BF16:-}" ]; then
   "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations bf16 --prompt-tokens "${PROMPT:-128}" \
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_bf16_$ARCH.txt" 2>&1
   grep -v "^luminal cuda:" "$OUT/bench_bf16_$ARCH.txt" | tail -n 40
+fi
+if [ -n "${AB_ENV:-}" ]; then
+  # The same benchmark with environment overrides (e.g. AB_ENV="LUMINAL_CUDA_WORDS=0"), for an
+  # A/B in one call; with BF16, in both activation modes.
+  for MODE in f32 ${BF16:+bf16}; do
+    echo "== luminal --backend cuda --activations $MODE with $AB_ENV [${SECONDS}s]"
+    env $AB_ENV "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
+      --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab_${MODE}_$ARCH.txt" 2>&1
+    grep -v "^luminal cuda:" "$OUT/bench_ab_${MODE}_$ARCH.txt" | tail -n 40
+  done
 fi
 if [ -n "${LOGITS:-}" ]; then
   echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"

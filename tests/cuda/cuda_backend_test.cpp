@@ -241,6 +241,33 @@ TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
   EXPECT_EQ(linear, matmuls);
 }
 
+// A decoder's norms and gated products are read only by linear layers: each also has the
+// launch that stores bf16 words (NodeKernels::words), and so does the o projection's copy of
+// the attention heads; nodes others read (the residual sums, the rotary tables) have none.
+TEST(CudaCodegen, NormsAndGatedProductsHaveWordStores) {
+  const ModelConfig config = fixture_config("llama-tiny");
+  Graph plan = bf16_decoder_plan("llama-tiny");
+  PlanKernels k = generate_plan_kernels(plan);
+  int norms = 0, products = 0, copies = 0, others = 0;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (!k.per_node[id] || !k.per_node[id]->words) continue;
+    if (n.kernel == "RMSNormMul") ++norms;
+    else if (n.kernel == "Fused") ++products;
+    else if (n.kernel == "Matmul" && k.per_node[id]->linear && k.per_node[id]->linear->a_from_scratch) ++copies;
+    else ++others;
+    EXPECT_NE(std::find(k.functions.names.begin(), k.functions.names.end(), k.per_node[id]->words->function), k.functions.names.end());
+  }
+  EXPECT_EQ(norms, 2 * config.layers + 1);  // each layer's two, and the final one before lm_head
+  EXPECT_EQ(products, config.layers);        // silu(gate) * up
+  EXPECT_EQ(copies, config.layers);          // the o projection's heads merged into rows
+  EXPECT_EQ(others, 0);
+  for (size_t id = 0; id < plan.size(); ++id) {
+    if (plan.node(static_cast<NodeId>(id)).op != OpKind::Add) continue;
+    EXPECT_FALSE(k.per_node[id] && k.per_node[id]->words);
+  }
+}
+
 // Sibling linear layers (q, k, v; gate, up) make grouped GEMVs, and those compile.
 TEST(CudaCodegen, SiblingLinearLayersGroupAndCompile) {
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
@@ -595,6 +622,64 @@ TEST(CudaBackend, SiblingLinearLayersMatchTheirProducts) {
       }
     }
   }
+}
+
+// A norm feeding sibling linear layers, their gated product feeding another, and a linear layer
+// of transposed activations (copied to a scratch first): with many rows (the library's GEMMs)
+// the norm, the product and the copy store the bf16 words those GEMMs read. The
+// outputs must be bit for bit those of converting f32 values after (store_words off), in both
+// activation modes, and near the reference interpreter's.
+TEST(CudaBackend, NormAndGatedProductStoreTheWordsTheirLinearLayersRead) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k = 64, n = 96;
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr::var("s"), k});
+  Tensor gain = input(g, "gain", DType::BF16, {k});
+  Tensor h = rms_norm(a, cast(gain, DType::F32), 1e-5);
+  Tensor w0 = input(g, "w0", DType::BF16, {n, k}), w1 = input(g, "w1", DType::BF16, {n, k}), w2 = input(g, "w2", DType::BF16, {k, n});
+  Tensor gated = silu(linear(h, cast(w0, DType::F32), std::nullopt)) * linear(h, cast(w1, DType::F32), std::nullopt);
+  linear(gated, cast(w2, DType::F32), std::nullopt).output("y");
+  Tensor b = input(g, "b", DType::F32, {k, Expr::var("s")}), w3 = input(g, "w3", DType::BF16, {n, k});
+  linear(transpose(b, 0, 1), cast(w3, DType::F32), std::nullopt).output("z");
+  Graph plan = compiled(g);
+  ASSERT_EQ(count_kernels(plan, "RMSNormMul"), 1);
+  std::map<std::string, Buffer> inputs = {{"gain", testing::random_buffer(DType::BF16, {k}, 50)},
+                                          {"w0", testing::random_buffer(DType::BF16, {n, k}, 51)},
+                                          {"w1", testing::random_buffer(DType::BF16, {n, k}, 52)},
+                                          {"w2", testing::random_buffer(DType::BF16, {k, n}, 53)},
+                                          {"w3", testing::random_buffer(DType::BF16, {n, k}, 55)}};
+  for (bool bf16 : {false, true})
+    for (int64_t m : {3, 100}) {
+      inputs["a"] = testing::random_buffer(DType::F32, {m, k}, 54);
+      inputs["b"] = testing::random_buffer(DType::F32, {k, m}, 56);
+      std::vector<std::map<std::string, Buffer>> outs;
+      std::vector<int64_t> stored;
+      for (bool words : {true, false}) {
+        CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16, .store_words = words});
+        for (const auto& [name, b] : inputs) cuda.set_input(name, b);
+        cuda.run();
+        outs.push_back({{"y", cuda.output("y")}, {"z", cuda.output("z")}});
+        stored.push_back(cuda.words_stored());
+      }
+      // The norm, the gated product and the copy, where the library takes their readers.
+      EXPECT_EQ(stored[0], m >= 16 ? 3 : 0) << "m=" << m << " bf16=" << bf16;
+      EXPECT_EQ(stored[1], 0);
+      Interpreter ref(plan);
+      for (const auto& [name, b] : inputs) ref.set_input(name, b);
+      ref.run();
+      for (const char* out : {"y", "z"}) {
+        const Buffer &got = outs[0].at(out), &without = outs[1].at(out), want = ref.output(out);
+        ASSERT_EQ(got.numel(), static_cast<size_t>(m * (out == std::string("y") ? k : n)));
+        double worst = 0, largest = 0;
+        for (size_t i = 0; i < got.numel(); ++i) {
+          ASSERT_EQ(got.get(i), without.get(i)) << out << " element " << i << " m=" << m << " bf16=" << bf16;
+          worst = std::max(worst, std::abs(got.get(i) - want.get(i)));
+          largest = std::max(largest, std::abs(want.get(i)));
+        }
+        // f32-faithful: hi + lo hold the activations to about 2^-17; bf16: rounded to 2^-8.
+        EXPECT_LT(worst, (bf16 && m >= 16 ? 3e-2 : 1e-4) * largest) << out << " m=" << m << " bf16=" << bf16;
+      }
+    }
 }
 
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query

@@ -53,6 +53,19 @@ LM_SIMD_CLONES void rms_row(const float* x, float* out, int64_t n, float eps) {
   simd8::scale(x, scale, out, n);
 }
 
+// rms_row's value times the weight row w: (x * scale) rounded to f32, then * w, as the
+// reference's two ops round, in one pass (the weight loop alone was scalar at -O2: 3.5% of a
+// Qwen3-0.6B-shaped prefill's samples).
+LM_SIMD_CLONES void rms_mul_row(const float* x, const float* w, float* out, int64_t n, float eps) {
+  using namespace simd8;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float scale = 1.0f / std::sqrt(sum_squares(x, n) * inv_n + eps);
+  const f8 s = splat(scale);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) store(out + k, (load(x + k) * s) * load(w + k));
+  for (; k < n; ++k) out[k] = (x[k] * scale) * w[k];
+}
+
 LM_SIMD_CLONES void layer_norm_row(const float* x, float* out, int64_t n, float eps) {
   float inv_n = 1.0f / static_cast<float>(n);
   float neg_mean = (simd8::sum(x, n) * inv_n) * -1.0f;
@@ -121,10 +134,7 @@ bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vecto
     for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = static_cast<float>(in[1](k));
   }
   const float* wp = w.data();
-  for_rows(pool, *x, out, [&](const float* s, float* d) {
-    rms_row(s, d, x->len, n.constant);
-    for (int64_t k = 0; k < x->len; ++k) d[k] *= wp[k];
-  });
+  for_rows(pool, *x, out, [&](const float* s, float* d) { rms_mul_row(s, wp, d, x->len, n.constant); });
   return true;
 }
 

@@ -116,16 +116,17 @@ std::optional<Expr> q_row_index(const View& v, int64_t dk) {
 //
 // f32 operands are split into bf16 hi + lo and multiplied three times (hi·hi + hi·lo + lo·hi),
 // which keeps each product to about 2^-16 of its size; the CUDA-core kernel's products are
-// exact. With `hi_only` (bf16 activations) each operand is rounded to bf16 and multiplied once. Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and
-// values are each read in one batch of loads per thread (all in flight at once), then split
-// into shared memory; two blocks share an SM, so one computes while the other loads.
+// exact. With `hi_only` (bf16 activations) each operand is rounded to bf16 and multiplied once.
+// Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and values come
+// as the pre-pass's words through cp.async; with hi_only the lo areas hold the next tile, copied
+// while this one is multiplied. Two blocks share an SM, so one computes while the other waits.
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
   const std::optional<MmaDims> d = mma_dims(n, *kv);
   if (!d) return std::nullopt;
   static_assert(kBlockThreads == 256 && kTiledRows == 64 && kTiledKeys == 64, "the warp layout below assumes these");
-  const ViewLayer *k = kv->k, *v = kv->v;
+  const ViewLayer* k = kv->k;
   const size_t r = kv->r;
   const DType t = dt[0];
   std::ostringstream s;
@@ -144,7 +145,10 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
     << prep_sizes(n, r)
     << "  const unsigned* lm_prep = (const unsigned*)lm_out1;  // the pre-pass's words\n"
-    << "  const long long lm_b = blockIdx.x / lm_tiles, lm_r0 = (blockIdx.x - lm_b * lm_tiles) * lm_BM;\n"
+    // Blocks go out longest first (the scheduler starts them in index order): all batch entries'
+    // last row tiles, which see the most keys under a causal mask, then the tiles before.
+    << "  const long long lm_nb = " << c(product_of(n.inputs[0].view.shape(), 0, r - 2)) << ";\n"
+    << "  const long long lm_b = blockIdx.x % lm_nb, lm_r0 = (lm_tiles - 1 - blockIdx.x / lm_nb) * lm_BM;\n"
     << batch_coords(r)
     << q_tile(n, t, d->dk, hi_only)
     // Lane (g, tq) of warp (rg, kh) holds rows ra and ra + 8 of the tile, and in each of its
@@ -154,33 +158,53 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << tiled_rows_setup(dt, *kv, "2", "lm_ra + 8 * lm_a")
     << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[lm_NT][4];\n"
     << "  #pragma unroll\n  for (int lm_j = 0; lm_j < lm_NT; ++lm_j) lm_o[lm_j][0] = lm_o[lm_j][1] = lm_o[lm_j][2] = lm_o[lm_j][3] = 0.0f;\n"
-    << "  for (long long lm_k0 = 0; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"
-    // Accumulator element e of tile j: row ra + 8·(e / 2), key kb + 8·j + (e % 2).
+    // lm_visible(k0): this thread's visible scores of the tile at k0, bit 4·j + e for accumulator
+    // element e of score tile j (row ra + 8·(e / 2), key kb + 8·j + (e % 2)).
+    << "  auto lm_visible = [&](long long lm_k0) -> unsigned {\n"
     << "    const long long lm_kb = lm_k0 + 32 * lm_kh + 2 * lm_tq;\n"
-    << "    bool lm_vis[4][4];\n    int lm_any = 0;\n"
+    << "    unsigned lm_bits = 0;\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
     << "        const long long lm_key = lm_kb + 8 * lm_j + (lm_e & 1);\n"
-    << "        lm_vis[lm_j][lm_e] = lm_live[lm_e >> 1] && lm_key < lm_keys && lm_mask_at(lm_mrow[lm_e >> 1], lm_key) != 0;\n"
-    << "        lm_any |= lm_vis[lm_j][lm_e];\n      }\n"
-    // Also the barrier that lets this tile overwrite the last one's shared memory.
-    << "    if (!__syncthreads_or(lm_any)) continue;\n"
+    << "        if (lm_live[lm_e >> 1] && lm_key < lm_keys && lm_mask_at(lm_mrow[lm_e >> 1], lm_key) != 0) lm_bits |= 1u << (4 * lm_j + lm_e);\n"
+    << "      }\n    return lm_bits;\n  };\n"
+    // The first tile from k0 on with a visible score anywhere in the block (lm_keys if none).
+    << "  auto lm_next = [&](long long lm_k0, unsigned& lm_bits) -> long long {\n"
+    << "    for (; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"
+    << "      lm_bits = lm_visible(lm_k0);\n"
+    << "      if (__syncthreads_or(lm_bits != 0)) break;\n    }\n"
+    << "    return lm_k0;\n  };\n"
     // The tile's keys and values, split once for every block by the pre-pass: 16-byte copies
-    // into the shared layout (rows of lm_QPW words; values transposed, rows of lm_VPW words).
-    << "    {\n"
-    << "      const unsigned* lm_pk = lm_prep + (lm_b * lm_kpad + lm_k0) * (lm_DK / 2);\n"
-    << "      for (int lm_i = threadIdx.x; lm_i < lm_BN * (lm_DK / 8); lm_i += blockDim.x) {\n"
-    << "        const int lm_kk = lm_i / (lm_DK / 8), lm_c4 = 4 * (lm_i - lm_kk * (lm_DK / 8));\n"
-    << "        *(uint4*)(lm_khi + lm_kk * lm_QPW + lm_c4) = *(const uint4*)(lm_pk + lm_kk * (lm_DK / 2) + lm_c4);\n"
-    << (hi_only ? "" : "        *(uint4*)(lm_klo + lm_kk * lm_QPW + lm_c4) = *(const uint4*)(lm_pk + lm_kw + lm_kk * (lm_DK / 2) + lm_c4);\n")
-    << "      }\n"
-    << "      const unsigned* lm_pv = lm_prep + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
-    << "      for (int lm_i = threadIdx.x; lm_i < lm_DV * (lm_BN / 8); lm_i += blockDim.x) {\n"
-    << "        const int lm_cc = lm_i / (lm_BN / 8), lm_c4 = 4 * (lm_i - lm_cc * (lm_BN / 8));\n"
-    << "        *(uint4*)(lm_vhi + lm_cc * lm_VPW + lm_c4) = *(const uint4*)(lm_pv + lm_cc * (lm_kpad / 2) + lm_c4);\n"
-    << (hi_only ? "" : "        *(uint4*)(lm_vlo + lm_cc * lm_VPW + lm_c4) = *(const uint4*)(lm_pv + lm_vw + lm_cc * (lm_kpad / 2) + lm_c4);\n")
-    << "      }\n    }\n"
+    // into the shared layout (rows of lm_QPW words; values transposed, rows of lm_VPW words),
+    // through cp.async, one commit group. With hi_only the lo areas are a second buffer.
+    << "  auto lm_fetch = [&](long long lm_k0, int lm_to) {\n"
+    << "    const unsigned* lm_pk = lm_prep + (lm_b * lm_kpad + lm_k0) * (lm_DK / 2);\n"
+    << "    unsigned* lm_kd = lm_to ? lm_klo : lm_khi;\n    unsigned* lm_vd = lm_to ? lm_vlo : lm_vhi;\n"
+    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * (lm_DK / 8); lm_i += blockDim.x) {\n"
+    << "      const int lm_kk = lm_i / (lm_DK / 8), lm_c4 = 4 * (lm_i - lm_kk * (lm_DK / 8));\n"
+    << "      lm_cp_async16(lm_kd + lm_kk * lm_QPW + lm_c4, lm_pk + lm_kk * (lm_DK / 2) + lm_c4, true);\n"
+    << (hi_only ? "" : "      lm_cp_async16(lm_klo + lm_kk * lm_QPW + lm_c4, lm_pk + lm_kw + lm_kk * (lm_DK / 2) + lm_c4, true);\n")
+    << "    }\n"
+    << "    const unsigned* lm_pv = lm_prep + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
+    << "    for (int lm_i = threadIdx.x; lm_i < lm_DV * (lm_BN / 8); lm_i += blockDim.x) {\n"
+    << "      const int lm_cc = lm_i / (lm_BN / 8), lm_c4 = 4 * (lm_i - lm_cc * (lm_BN / 8));\n"
+    << "      lm_cp_async16(lm_vd + lm_cc * lm_VPW + lm_c4, lm_pv + lm_cc * (lm_kpad / 2) + lm_c4, true);\n"
+    << (hi_only ? "" : "      lm_cp_async16(lm_vlo + lm_cc * lm_VPW + lm_c4, lm_pv + lm_vw + lm_cc * (lm_kpad / 2) + lm_c4, true);\n")
+    << "    }\n    lm_cp_async_commit();\n  };\n"
+    // Each tile's copies are in flight while the tile before is multiplied (hi_only: two
+    // buffers), and so are the mask reads of the tile after, guessed to be the next one (true
+    // of every causal row up to its diagonal); a guess without a visible score costs a copy.
+    << "  unsigned lm_vis = 0, lm_nvis = 0;\n"
+    << "  long long lm_k0 = lm_next(0, lm_vis);\n"
+    << "  int lm_buf = 0;\n"
+    << (hi_only ? "  if (lm_k0 < lm_keys) lm_fetch(lm_k0, 0);\n" : "")
+    << "  while (lm_k0 < lm_keys) {\n"
+    << "    long long lm_k1 = lm_k0 + lm_BN;\n"
+    << (hi_only ? "    if (lm_k1 < lm_keys) lm_fetch(lm_k1, lm_buf ^ 1);\n" : "    lm_fetch(lm_k0, 0);\n")
+    << "    lm_nvis = lm_k1 < lm_keys ? lm_visible(lm_k1) : 0u;\n"
+    << (hi_only ? "    if (lm_k1 < lm_keys) lm_cp_async_wait<1>(); else lm_cp_async_wait<0>();\n" : "    lm_cp_async_wait<0>();\n")
     << "    __syncthreads();\n"
+    << "    const unsigned* lm_kt = lm_buf ? lm_klo : lm_khi;\n    const unsigned* lm_vt = lm_buf ? lm_vlo : lm_vhi;\n"
     << "    float lm_s[4][4];\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
     << "    #pragma unroll 2\n"
@@ -191,8 +215,8 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "        lm_ah[lm_x] = lm_qhi[lm_w];\n" << (hi_only ? "" : "        lm_al[lm_x] = lm_qlo[lm_w];\n") << "      }\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < 4; ++lm_j) {\n"
     << "        const int lm_w = (32 * lm_kh + 8 * lm_j + lm_g) * lm_QPW + lm_pw + lm_tq;\n"
-    << (hi_only ? "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]};\n"
-                : "        const unsigned lm_bh[2] = {lm_khi[lm_w], lm_khi[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
+    << (hi_only ? "        const unsigned lm_bh[2] = {lm_kt[lm_w], lm_kt[lm_w + 4]};\n"
+                : "        const unsigned lm_bh[2] = {lm_kt[lm_w], lm_kt[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
                   "        lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n")
     << "        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
     << "      }\n    }\n"
@@ -201,7 +225,7 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "    float lm_tmax[2] = {lm_ninf, lm_ninf};\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "        lm_s[lm_j][lm_e] = lm_vis[lm_j][lm_e] ? " << convert("lm_s[lm_j][lm_e]", DType::F32, t) << " * " << float_lit(n.constant)
+    << "        lm_s[lm_j][lm_e] = (lm_vis >> (4 * lm_j + lm_e)) & 1u ? " << convert("lm_s[lm_j][lm_e]", DType::F32, t) << " * " << float_lit(n.constant)
     << " : lm_ninf;\n"
     << "        lm_tmax[lm_e >> 1] = lm_fmax_nan(lm_tmax[lm_e >> 1], lm_s[lm_j][lm_e]);\n      }\n"
     << "    #pragma unroll\n    for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
@@ -230,11 +254,21 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << "      " << to_words(hi_only, "lm_s[2 * lm_ks + 1][2]", "lm_s[2 * lm_ks + 1][3]", "lm_ph[3]", "lm_pl[3]") << "\n"
     << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
     << "        const int lm_w = (8 * lm_j + lm_g) * lm_VPW + 16 * lm_kh + 8 * lm_ks + lm_tq;\n"
-    << (hi_only ? "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]};\n"
-                : "        const unsigned lm_bh[2] = {lm_vhi[lm_w], lm_vhi[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
+    << (hi_only ? "        const unsigned lm_bh[2] = {lm_vt[lm_w], lm_vt[lm_w + 4]};\n"
+                : "        const unsigned lm_bh[2] = {lm_vt[lm_w], lm_vt[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
                   "        lm_mma_bf16(lm_o[lm_j], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bl);\n")
     << "        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bh);\n"
-    << "      }\n    }\n  }\n"
+    << "      }\n    }\n"
+    // The guess had no visible score: the next tile with one (the barrier also ends this
+    // tile's reads of the buffer that tile then fills).
+    << "    if (lm_k1 < lm_keys && !__syncthreads_or(lm_nvis != 0)) {\n"
+    << (hi_only ? "      lm_cp_async_wait<0>();  // the guess's copies land before its buffer takes another tile\n" : "")
+    << "      lm_k1 = lm_next(lm_k1 + lm_BN, lm_nvis);\n"
+    << (hi_only ? "      if (lm_k1 < lm_keys) lm_fetch(lm_k1, lm_buf ^ 1);\n" : "")
+    << "    }\n"
+    << "    lm_k0 = lm_k1;\n    lm_vis = lm_nvis;\n"
+    << (hi_only ? "    lm_buf ^= 1;\n" : "")
+    << "  }\n"
     // The key halves' partial sums and outputs: the second half's through shared memory.
     << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
     << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 1);\n"

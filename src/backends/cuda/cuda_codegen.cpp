@@ -37,6 +37,13 @@ class KernelWriter {
   const std::vector<std::string>& dims() const { return dims_; }
   // Output pointers after the inputs (lm_out1, ..): a grouped linear layer's other outputs.
   void set_extra_outputs(size_t n) { extra_outputs_ = n; }
+  // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
+  // lm_out and, where lm_out1 is not null, the bf16 of what it leaves to lm_out1, exactly as
+  // kRowsToBf16 would split the stored f32 value.
+  void set_words(bool on) {
+    words_ = on;
+    extra_outputs_ = on ? 1 : 0;
+  }
   DType in_dtype(size_t i) const { return in_dtypes_[i]; }
   const std::vector<Expr>& in_shape(size_t i) const { return n_.inputs[i].view.shape(); }
 
@@ -85,6 +92,9 @@ class KernelWriter {
   }
 
   std::string out_store(const std::string& at, const std::string& value, DType from) const {
+    if (words_)
+      return "{ const float lm_wv = " + convert(value, from, DType::F32) + "; const uint16_t lm_wh = lm_f32_bf16(lm_wv); ((uint16_t*)lm_out)[" + at +
+             "] = lm_wh; if (lm_out1) ((uint16_t*)lm_out1)[" + at + "] = lm_f32_bf16(lm_wv - lm_bf16_f32(lm_wh)); }\n";
     return "((" + std::string(storage_type(n_.dtype)) + "*)lm_out)[" + at + "] = " + store(n_.dtype, convert(value, from, n_.dtype)) + ";\n";
   }
 
@@ -106,7 +116,23 @@ class KernelWriter {
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
+  bool words_ = false;
 };
+
+// Whether node `id` is read only as the activations of linear layers (Matmul input 0, never
+// the weight): then its value may go to them as bf16 words (NodeKernels::words).
+bool feeds_only_linear_layers(const Graph& g, NodeId id) {
+  bool any = false;
+  for (NodeId r = 0; r < g.size(); ++r) {
+    const Node& n = g.node(r);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].src != id) continue;
+      if (n.op != OpKind::Kernel || n.kernel != "Matmul" || i != 0 || n.inputs[1].src == id) return false;
+      any = true;
+    }
+  }
+  return any;
+}
 
 // A generic matmul's opening: a warp per output (b, i, j) of A [.., m, k] x B [.., k, n], in a
 // grid-stride loop left open.
@@ -407,7 +433,18 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   if (op != OpKind::Kernel) throw Error(std::string("CUDA backend: no kernel for op ") + op_name(op));
 
   const std::string& k = n.kernel;
-  if (k == "Fused") return elementwise(w.program_at(FusedProgram::decode(n.code), "lm_z", "    ")), r;
+  // A Fused or RMSNormMul node that only linear layers read also stores bf16 words (`words`).
+  const bool words = n.dtype == DType::F32 && (k == "Fused" || k == "RMSNormMul") && feeds_only_linear_layers(g, id);
+  if (k == "Fused") {
+    const FusedProgram p = FusedProgram::decode(n.code);
+    elementwise(w.program_at(p, "lm_z", "    "));
+    if (words) {
+      w.set_words(true);
+      r.words = Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+      w.set_words(false);
+    }
+    return r;
+  }
   if (k == "Where") {
     return elementwise("    if (lm_ld0(lm_z) != 0) " + w.out_store("lm_z", "lm_ld1(lm_z)", w.in_dtype(1)) + "    else " +
                        w.out_store("lm_z", "lm_ld2(lm_z)", w.in_dtype(2))),
@@ -424,55 +461,63 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     return elementwise(body), r;
   }
   if (k == "Softmax" || k == "RMSNorm" || k == "RMSNormMul" || k == "LayerNorm") {
-    std::ostringstream s;
-    s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n";
-    const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
-    if (k == "Softmax") {
-      s << "  float lm_mx = __int_as_float((int)0xff800000u);\n" << loop << "    lm_mx = lm_fmax_nan(lm_mx, (float)lm_ld0(lm_at(lm_k)));\n  }\n"
-        << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
-        << "  auto lm_e = [&](long long lm_k) { return exp2f(((float)lm_ld0(lm_at(lm_k)) + lm_mx * -1.0f) * lm_log2e); };\n"
-        << "  float lm_sum = 0.0f;\n" << loop << "    lm_sum += lm_e(lm_k);\n  }\n"
-        << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
-        << loop << "    " << w.out_store("lm_at(lm_k)", "lm_e(lm_k) * lm_rcp", DType::F32) << "  }\n";
-    } else {
-      std::string x = "(float)lm_ld0(lm_at(lm_k))";
-      if (k == "LayerNorm") {
-        s << "  float lm_s1 = 0.0f;\n" << loop << "    lm_s1 += " << x << ";\n  }\n"
-          << "  const float lm_neg_mean = (lm_block_reduce(lm_s1, [](float a, float b) { return a + b; }) * lm_inv_n) * -1.0f;\n";
-        x = "(" + x + " + lm_neg_mean)";
+    auto body = [&] {
+      std::ostringstream s;
+      s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n";
+      const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+      if (k == "Softmax") {
+        s << "  float lm_mx = __int_as_float((int)0xff800000u);\n" << loop << "    lm_mx = lm_fmax_nan(lm_mx, (float)lm_ld0(lm_at(lm_k)));\n  }\n"
+          << "  lm_mx = lm_block_reduce(lm_mx, lm_fmax_nan);\n  const float lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+          << "  auto lm_e = [&](long long lm_k) { return exp2f(((float)lm_ld0(lm_at(lm_k)) + lm_mx * -1.0f) * lm_log2e); };\n"
+          << "  float lm_sum = 0.0f;\n" << loop << "    lm_sum += lm_e(lm_k);\n  }\n"
+          << "  lm_sum = lm_block_reduce(lm_sum, [](float a, float b) { return a + b; });\n  const float lm_rcp = 1.0f / lm_sum;\n"
+          << loop << "    " << w.out_store("lm_at(lm_k)", "lm_e(lm_k) * lm_rcp", DType::F32) << "  }\n";
       } else {
-        s << "  const float lm_neg_mean = 0.0f;\n";
+        std::string x = "(float)lm_ld0(lm_at(lm_k))";
+        if (k == "LayerNorm") {
+          s << "  float lm_s1 = 0.0f;\n" << loop << "    lm_s1 += " << x << ";\n  }\n"
+            << "  const float lm_neg_mean = (lm_block_reduce(lm_s1, [](float a, float b) { return a + b; }) * lm_inv_n) * -1.0f;\n";
+          x = "(" + x + " + lm_neg_mean)";
+        } else {
+          s << "  const float lm_neg_mean = 0.0f;\n";
+        }
+        s << "  auto lm_x = [&](long long lm_k) { return " << x << "; };\n";
+        if (k != "LayerNorm") {
+          // Rows of at most four elements a thread (the launch sizes blocks for about four): x and
+          // the gain are loaded together and kept in registers, so the store waits on no second
+          // load. The same sums and products as the loops below, in the same order.
+          const bool gain = k == "RMSNormMul";
+          s << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
+            << "    float lm_xs[4], lm_gs[4], lm_ss = 0.0f;\n"
+            << "    #pragma unroll\n"
+            << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
+            << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+            << "      lm_xs[lm_u] = lm_k < lm_len ? lm_x(lm_k) : 0.0f;\n"
+            << "      lm_gs[lm_u] = " << (gain ? "lm_k < lm_len ? (float)lm_ld1(lm_at(lm_k)) : 0.0f" : "1.0f") << ";\n"
+            << "    }\n"
+            << "    #pragma unroll\n"
+            << "    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
+            << "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+            << "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+            << "    #pragma unroll\n"
+            << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
+            << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+            << "      if (lm_k < lm_len) " << w.out_store("lm_at(lm_k)", gain ? "(lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]" : "lm_xs[lm_u] * lm_scale", DType::F32)
+            << "    }\n    return;\n  }\n";
+        }
+        s << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = lm_x(lm_k);\n    lm_ss += lm_v * lm_v;\n  }\n"
+          << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+          << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+          << loop << "    " << w.out_store("lm_at(lm_k)", k == "RMSNormMul" ? "(lm_x(lm_k) * lm_scale) * (float)lm_ld1(lm_at(lm_k))" : "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
       }
-      s << "  auto lm_x = [&](long long lm_k) { return " << x << "; };\n";
-      if (k != "LayerNorm") {
-        // Rows of at most four elements a thread (the launch sizes blocks for about four): x and
-        // the gain are loaded together and kept in registers, so the store waits on no second
-        // load. The same sums and products as the loops below, in the same order.
-        const bool gain = k == "RMSNormMul";
-        s << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
-          << "    float lm_xs[4], lm_gs[4], lm_ss = 0.0f;\n"
-          << "    #pragma unroll\n"
-          << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-          << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
-          << "      lm_xs[lm_u] = lm_k < lm_len ? lm_x(lm_k) : 0.0f;\n"
-          << "      lm_gs[lm_u] = " << (gain ? "lm_k < lm_len ? (float)lm_ld1(lm_at(lm_k)) : 0.0f" : "1.0f") << ";\n"
-          << "    }\n"
-          << "    #pragma unroll\n"
-          << "    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
-          << "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-          << "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
-          << "    #pragma unroll\n"
-          << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-          << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
-          << "      if (lm_k < lm_len) " << w.out_store("lm_at(lm_k)", gain ? "(lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]" : "lm_xs[lm_u] * lm_scale", DType::F32)
-          << "    }\n    return;\n  }\n";
-      }
-      s << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = lm_x(lm_k);\n    lm_ss += lm_v * lm_v;\n  }\n"
-        << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-        << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
-        << loop << "    " << w.out_store("lm_at(lm_k)", k == "RMSNormMul" ? "(lm_x(lm_k) * lm_scale) * (float)lm_ld1(lm_at(lm_k))" : "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
+      return s.str();
+    };
+    rows(body(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
+    if (words) {
+      w.set_words(true);
+      r.words = per_block(body(), rows_of(w.in_shape(0), n.axis), Expr(0), w.in_shape(0).at(n.axis));
+      w.set_words(false);
     }
-    rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
     return r;
   }
   // Products round to A's dtype, as the Mul node they replaced; sums run in f32 (i32 wraps).
@@ -522,6 +567,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.scratch_f32 = a[rank - 2] * a[rank - 1];
         r.launches.push_back({w.finish(copy_count + kGridLoop + "    ((float*)lm_out)[lm_z] = (float)lm_ld0(lm_z);\n  }\n", functions),
                               Launch::Grid::Elements, a[rank - 2] * a[rank - 1]});
+        w.set_words(true);  // the copy as the library's bf16 words (NodeKernels::words)
+        r.words = Launch{w.finish(copy_count + kGridLoop + "    " + w.out_store("lm_z", "(float)lm_ld0(lm_z)", DType::F32) + "  }\n", functions),
+                         Launch::Grid::Elements, a[rank - 2] * a[rank - 1]};
+        w.set_words(false);
         r.launches.push_back(*first);
         for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(&scratch, &lb2, DType::F32, kLinearVariants[v]));
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],

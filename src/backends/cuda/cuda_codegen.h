@@ -88,6 +88,13 @@ struct NodeKernels {
   int64_t once_max_slices = 0;
   Expr tiled_rows = Expr(0), tiled_keys = Expr(0);
   int64_t tiled_min_rows = 0;
+  // Fused and RMSNormMul nodes that only linear layers read (as activations): the same work
+  // storing bf16 words, hi to the output and lo (unless null) to an extra output after the
+  // inputs, as kRowsToBf16 would split the f32 values. Where every reader runs on the library
+  // (a prefill), the f32 values are never written and read back to be converted. A linear
+  // layer whose activations go through a scratch copy (LinearOperands::a_from_scratch): that
+  // copy storing the words, for when it runs on the library.
+  std::optional<Launch> words;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

@@ -65,6 +65,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->tiled_mma) used.insert(k->tiled_mma->function);
     if (k->tiled_mma_prep) used.insert(k->tiled_mma_prep->function);
     if (k->once) used.insert(k->once->function);
+    if (k->words) used.insert(k->words->function);
   }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
@@ -122,6 +123,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   functions_ = kernels_.functions.texts.size();
   rows_to_bf16_ = modules_[0]->function(kRowsToBf16);
   functions_by_node_.resize(graph_.size());
+  words_functions_.assign(graph_.size(), nullptr);
   std::map<std::string, void*> by_name;
   for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
     by_name[kernels_.functions.names[i]] = modules_[PlanKernels::part_of(kernels_.functions.names[i], parts)]->function(kernels_.functions.names[i]);
@@ -133,6 +135,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->tiled_mma_prep) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma_prep->function));
     if (kernels_.per_node[id]->once) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->once->function));  // last
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
+    if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
   }
   for (LinearGroup& g : groups_) {
     g.function = by_name.at(g.kernels.launches[0].function);
@@ -157,6 +160,8 @@ void CudaExecutor::read_env_options() {
   if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
   const char* once = std::getenv("LUMINAL_CUDA_ATTENTION_ONCE");
   if (once && std::string(once) == "0") options_.attention_once = false;
+  const char* words = std::getenv("LUMINAL_CUDA_WORDS");
+  if (words && std::string(words) == "0") options_.store_words = false;
 }
 
 void CudaExecutor::clear_graphs() {
@@ -451,10 +456,14 @@ void CudaExecutor::give_back(Bf16Activations& a) {
   if (a.lo) give_back(*a.lo);
 }
 
-bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in) {
+bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer) {
   if (!on_library(l)) return false;
   used_library_ = true;  // only a run that calls the library: the generated fallback can be recorded
   if (l.w_dtype == DType::BF16) {
+    if (auto w = words_.find(producer); w != words_.end()) {
+      bf16_gemm(l, w->second, in[1], out);
+      return true;
+    }
     Bf16Activations a = to_bf16(l, in[0]);
     bf16_gemm(l, a, in[1], out);
     give_back(a);
@@ -476,6 +485,29 @@ bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<
   return it->second && uses[n.inputs[0].src] == 1;
 }
 
+std::optional<std::pair<int64_t, int64_t>> CudaExecutor::words_shape(NodeId id) {
+  if (!options_.store_words || !words_functions_[id] || reader_lists_[id].empty() || !options_.tensor_cores) return std::nullopt;
+  int64_t elements = 1;
+  for (const Expr& e : graph_.node(id).shape) elements *= eval_true(e);
+  std::optional<std::pair<int64_t, int64_t>> shape;
+  for (NodeId r : reader_lists_[id]) {
+    const NodeKernels& k = *kernels_.per_node[r];
+    if (!k.linear || k.linear->a_from_scratch || k.linear->w_dtype != DType::BF16 || !on_library(*k.linear)) return std::nullopt;
+    const LinearOperands& l = *k.linear;
+    const int64_t m = eval_true(l.m), kk = eval_true(l.k);
+    if (eval_true(l.a_offset) != 0 || eval_true(l.a_row_stride) != kk || m * kk != elements) return std::nullopt;
+    if (auto g = group_of_member_.find(r); g != group_of_member_.end() && !(group_usable(groups_[g->second]) && groups_[g->second].on_library))
+      return std::nullopt;
+    shape = {m, kk};
+  }
+  return shape;
+}
+
+bool CudaExecutor::scratch_words(const std::optional<LinearOperands>& l, DType out_dtype) {
+  return options_.store_words && options_.tensor_cores && l && l->a_from_scratch && l->w_dtype == DType::BF16 && out_dtype == DType::F32 &&
+         on_library(*l);
+}
+
 void CudaExecutor::run() {
   for (auto& [name, b] : outputs_) give_back(b);  // a recorded graph's outputs stay its own (kept)
   outputs_.clear();
@@ -483,8 +515,12 @@ void CudaExecutor::run() {
   if (order_.empty()) {
     order_ = graph_.topo_order();
     readers_.assign(graph_.size(), 0);
+    reader_lists_.assign(graph_.size(), {});
     for (NodeId id : order_)
-      for (const Edge& e : graph_.node(id).inputs) ++readers_[e.src];
+      for (const Edge& e : graph_.node(id).inputs) {
+        ++readers_[e.src];
+        reader_lists_[e.src].push_back(id);
+      }
     invariants_.analyse(graph_, order_);
     for (NodeId id : order_)
       if (keeps(id))
@@ -533,6 +569,10 @@ void CudaExecutor::run() {
       if (--uses[s] == 0 && live[s]) {
         give_back(*live[s]);
         live[s].reset();
+        if (auto w = words_.find(s); w != words_.end()) {  // hi was the live buffer
+          if (w->second.lo) give_back(*w->second.lo);
+          words_.erase(w);
+        }
       }
     }
   };
@@ -583,10 +623,24 @@ void CudaExecutor::run() {
       LinearGroup& grp = groups_[g->second];
       if (id == grp.members[0]) grp.active = group_usable(grp);
       if (grp.active) {
-        if (id == grp.members[0]) run_group(grp, in[0], capture);
+        if (id == grp.members[0]) run_group(grp, in[0], n.inputs[0].src, capture);
         const size_t i = static_cast<size_t>(std::find(grp.members.begin(), grp.members.end(), id) - grp.members.begin());
         release_inputs(n, 0);
         live[id] = grp.pending[i];
+        continue;
+      }
+    }
+    if (!invariant && n.op == OpKind::Kernel && !k.linear && words_functions_[id]) {
+      if (auto shape = words_shape(id)) {  // a prefill's norm or gated product, for the library's GEMMs
+        Bf16Activations a{take(DType::BF16, {shape->first, shape->second}), std::nullopt};
+        if (!options_.bf16_activations) a.lo = take(DType::BF16, {shape->first, shape->second});
+        std::vector<DevicePtr> with = in;
+        with.push_back(a.lo ? a.lo->ptr : 0);
+        launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
+        ++words_stored_;
+        release_inputs(n, 0);
+        live[id] = a.hi;
+        words_[id] = a;
         continue;
       }
     }
@@ -610,6 +664,18 @@ void CudaExecutor::run() {
       with.push_back(zeroed_counters(id, eval(k.once_counters)));
       launch(*k.once, k, functions_by_node_[id].back(), out.ptr, with);
       give_back(scratch);
+    } else if (k.scratch_f32 && words_functions_[id] && scratch_words(k.linear, n.dtype)) {
+      // The activations' copy as the library's words (attention's heads merged into rows).
+      const int64_t m = eval_true(k.linear->m), kk = eval_true(k.linear->k);
+      Bf16Activations a{take(DType::BF16, {m, kk}), std::nullopt};
+      if (!options_.bf16_activations) a.lo = take(DType::BF16, {m, kk});
+      std::vector<DevicePtr> with = in;
+      with.push_back(a.lo ? a.lo->ptr : 0);
+      launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
+      ++words_stored_;
+      used_library_ = true;
+      bf16_gemm(*k.linear, a, in[1], out.ptr);
+      give_back(a);
     } else {
       size_t first = 0;
       std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
@@ -619,7 +685,7 @@ void CudaExecutor::run() {
         in[0] = scratch->ptr;
         first = 1;
       }
-      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in))) {
+      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src))) {
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
         const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
         if (!k.launches.empty() && last >= first) {
@@ -650,6 +716,9 @@ void CudaExecutor::run() {
   }
   for (auto& b : live)
     if (b) give_back(*b);
+  for (auto& [id, w] : words_)
+    if (w.lo) give_back(*w.lo);
+  words_.clear();
   ++(capture ? graph_stats_.recorded : graph_stats_.launched);
   if (capture) {
     graph->exec = ctx_.end_capture();
@@ -724,18 +793,20 @@ bool CudaExecutor::group_usable(LinearGroup& g) {
   return true;
 }
 
-void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, bool capturing) {
+void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing) {
   g.pending.clear();
   if (g.on_library) {
     // The members read the same activations: converted to bf16 once (it was once a member,
-    // 8-29 MB read each for the 8B's q/k/v and gate/up), then each member's GEMM.
+    // 8-29 MB read each for the 8B's q/k/v and gate/up), or stored so by their producer, then
+    // each member's GEMM.
     used_library_ = true;
-    Bf16Activations a = to_bf16(*kernels_.per_node[g.members[0]]->linear, activations);
+    auto stored = words_.find(producer);
+    Bf16Activations a = stored != words_.end() ? stored->second : to_bf16(*kernels_.per_node[g.members[0]]->linear, activations);
     for (size_t i = 0; i < g.members.size(); ++i) {
       g.pending.push_back(take(DType::F32, concrete(graph_.node(g.members[i]).shape)));
       bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending.back().ptr);
     }
-    give_back(a);
+    if (stored == words_.end()) give_back(a);
     return;
   }
   std::vector<DevicePtr> in = {activations, g.base};

@@ -76,6 +76,9 @@ struct CudaOptions {
   // A decode's attention as one launch (NodeKernels::once) where it applies; off: the split
   // and the merge as two launches. Also LUMINAL_CUDA_ATTENTION_ONCE=0.
   bool attention_once = true;
+  // A norm or gated product that only library GEMMs read stores their bf16 words itself
+  // (NodeKernels::words) instead of f32 values converted after. Also LUMINAL_CUDA_WORDS=0.
+  bool store_words = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -124,6 +127,8 @@ class CudaExecutor {
     int64_t recorded = 0, replayed = 0, launched = 0, dropped = 0;
   };
   const GraphStats& graph_stats() const { return graph_stats_; }
+  // Launches, since construction, that stored bf16 words for the library (NodeKernels::words).
+  int64_t words_stored() const { return words_stored_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -201,7 +206,7 @@ class CudaExecutor {
   void read_env_options();
   void find_linear_groups();
   bool group_usable(LinearGroup& g);  // also decides g.on_library
-  void run_group(LinearGroup& g, DevicePtr activations, bool capturing);
+  void run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing);
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
@@ -212,7 +217,8 @@ class CudaExecutor {
   std::map<NodeId, DeviceBuffer> counters_;
   std::vector<DevicePtr> retired_counters_;  // outgrown, still read by graphs recorded before
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
-  bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in);
+  // `producer`: the node whose value is the activations (its words, if it stored them).
+  bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer);
   // Whether this run's sizes and alignments take `l` to cuBLASLt.
   bool on_library(const LinearOperands& l);
   // A linear layer's f32 activations as bf16 hi (+ lo, unless options_.bf16_activations), and
@@ -224,6 +230,16 @@ class CudaExecutor {
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
   void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out);
   void give_back(Bf16Activations& a);
+  // A producer with NodeKernels::words stores them when every reader is a linear layer that
+  // this run takes to the library with the producer's whole value as its [m, k] activations:
+  // then its readers take `words_` (hi is also the producer's live buffer) and convert nothing.
+  std::optional<std::pair<int64_t, int64_t>> words_shape(NodeId id);  // [m, k], where they may
+  // Whether a linear layer's scratch copy stores words this run (it goes to the library).
+  bool scratch_words(const std::optional<LinearOperands>& l, DType out_dtype);
+  std::vector<std::vector<NodeId>> reader_lists_;
+  std::vector<void*> words_functions_;  // by node
+  std::map<NodeId, Bf16Activations> words_;
+  int64_t words_stored_ = 0;
 
   Graph graph_;
   Context& ctx_;
