@@ -14,7 +14,8 @@
 # (LUMINAL_CUDA_OVERLAP=0; they are on by default). MODELS: where the random models are written
 # (default /tmp; the 61 GB qwen3-30b-a3b fits in /dev/shm, not on the 64 GiB disk). LAYERS: fewer
 # layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS). AB_ENV: environment
-# overrides for a second benchmark run in the same call (an A/B).
+# overrides for a second benchmark run in the same call (an A/B). NCU_KERNEL: a regex of kernel
+# names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -82,6 +83,17 @@ if [ -n "${AB_ENV:-}" ]; then
       --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab_${MODE}_$ARCH.txt" 2>&1
     grep -v "^luminal cuda:" "$OUT/bench_ab_${MODE}_$ARCH.txt" | tail -n 40
   done
+fi
+if [ -n "${NCU_KERNEL:-}" ]; then
+  # Nsight Compute on the kernels whose names match NCU_KERNEL (a regex; functions are named
+  # lm_<node kind>_<hash>) in one prefill, with NCU_ARGS (default: bf16 activations).
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  echo "== ncu ($NCU) on kernels matching ${NCU_KERNEL} [${SECONDS}s]"
+  "$NCU" --kernel-name "regex:${NCU_KERNEL}" --launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
+    "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda ${NCU_ARGS:---activations bf16} --prompt-tokens "${PROMPT:-128}" \
+    --new-tokens 1 --iters 1 --context "${CONTEXT:-512}" > "$OUT/ncu_$ARCH.txt" 2>&1
+  grep -E "Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc|Executed Instructions  |No Eligible|Stall" "$OUT/ncu_$ARCH.txt" | head -n 40
 fi
 if [ -n "${LOGITS:-}" ]; then
   echo "== logits against transformers (bf16 and f32), ${LOGITS} tokens [${SECONDS}s]"

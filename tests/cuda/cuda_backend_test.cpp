@@ -682,6 +682,53 @@ TEST(CudaBackend, NormAndGatedProductStoreTheWordsTheirLinearLayersRead) {
     }
 }
 
+// A library linear layer added to a value nothing reads after (a residual sum) adds into that
+// value's buffer: near the unfolded sum (which rounds once more) and the reference, with many
+// rows; untouched with few (the GEMV).
+TEST(CudaBackend, ResidualSumsFoldIntoTheirGemm) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k = 64, n = 48;
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr::var("s"), k}), x = input(g, "x", DType::F32, {Expr::var("s"), n});
+  Tensor w = input(g, "w", DType::BF16, {n, k});
+  // A kernel's result (its buffer the run's to reuse; an elementwise one would fuse with the Add).
+  Tensor residual = rms_norm(x, std::nullopt, 1e-5);
+  (residual + linear(a, cast(w, DType::F32), std::nullopt)).output("y");
+  Graph plan = compiled(g);
+  int adds = 0;
+  for (size_t id = 0; id < plan.size(); ++id) adds += plan.node(static_cast<NodeId>(id)).op == OpKind::Add;
+  ASSERT_EQ(adds, 1);
+  for (bool bf16 : {false, true})
+    for (int64_t m : {3, 100}) {
+      std::map<std::string, Buffer> inputs = {{"a", testing::random_buffer(DType::F32, {m, k}, 60)},
+                                              {"x", testing::random_buffer(DType::F32, {m, n}, 61)},
+                                              {"w", testing::random_buffer(DType::BF16, {n, k}, 62)}};
+      std::vector<Buffer> ys;
+      std::vector<int64_t> folded;
+      for (bool fold : {true, false}) {
+        CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16, .fold_residuals = fold});
+        for (const auto& [name, b] : inputs) cuda.set_input(name, b);
+        cuda.run();
+        cuda.run();  // buffers from the free list, as in later steps
+        ys.push_back(cuda.output("y"));
+        folded.push_back(cuda.residuals_folded());
+      }
+      EXPECT_EQ(folded[0], m >= 16 ? 2 : 0) << "m=" << m << " bf16=" << bf16;  // one a run
+      EXPECT_EQ(folded[1], 0);
+      Interpreter ref(plan);
+      for (const auto& [name, b] : inputs) ref.set_input(name, b);
+      ref.run();
+      const Buffer want = ref.output("y");
+      ASSERT_EQ(ys[0].numel(), static_cast<size_t>(m * n));
+      double largest = 0;
+      for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
+      for (size_t i = 0; i < want.numel(); ++i) {
+        ASSERT_NEAR(ys[0].get(i), ys[1].get(i), 1e-6 * largest) << "element " << i << " m=" << m << " bf16=" << bf16;
+        ASSERT_NEAR(ys[0].get(i), want.get(i), (bf16 && m >= 16 ? 3e-2 : 1e-4) * largest) << "element " << i << " m=" << m << " bf16=" << bf16;
+      }
+    }
+}
+
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
 // heads per KV head in the rows of one batch entry; two KV heads).
 Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {

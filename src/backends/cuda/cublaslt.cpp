@@ -2,9 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/error.h"
 
@@ -32,6 +36,11 @@ constexpr int kOpN = 0, kOpT = 1;                // cublasOperation_t
 constexpr int kDescTransA = 3, kDescTransB = 4;  // cublasLtMatmulDescAttributes_t
 constexpr int kPrefMaxWorkspace = 1;             // cublasLtMatmulPreferenceAttributes_t
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// From this many rows a shape's algorithm is the fastest of the heuristic's first kCandidates,
+// timed once on the device (its first choice is not always the fastest at a prefill's sizes);
+// below, the first choice. LUMINAL_CUBLASLT_TUNE=0 always takes the first.
+constexpr int64_t kTuneMinRows = 64;
+constexpr int kCandidates = 8;
 
 struct Api {
   Status (*cublasLtCreate)(Handle*);
@@ -133,13 +142,47 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
     check(api.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kWorkspaceBytes;
     check(api.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof ws), "set workspace");
-    HeuristicResult res{};
+    HeuristicResult res[kCandidates]{};
     int found = 0;
-    check(api.cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &res, &found), "heuristic");
+    check(api.cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.a, p.b, p.c, p.c, pref, kCandidates, res, &found), "heuristic");
     if (found < 1) throw Error("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" + std::to_string(k) + " by " +
                                std::to_string(n) + " matmul");
-    p.algo = res.algo;
-    p.workspace = res.workspace_size;
+    size_t best = 0;
+    const char* tune = std::getenv("LUMINAL_CUBLASLT_TUNE");
+    if (found > 1 && m >= kTuneMinRows && !(tune && std::string(tune) == "0")) {
+      // Each candidate writes a scratch C (a call may accumulate into the real one), once to
+      // warm up, then three times timed; one that fails to run is passed over.
+      const DevicePtr scratch = ctx.alloc(static_cast<size_t>(m * ldc) * sizeof(float));
+      const float one = 1.0f, zero = 0.0f;
+      std::vector<double> ms(static_cast<size_t>(found), -1.0);
+      Context::Timer timer(ctx);
+      for (int i = 0; i < found; ++i) {
+        if (res[i].workspace_size > kWorkspaceBytes) continue;
+        auto call = [&] {
+          return api.cublasLtMatmul(st.handle, p.desc, &one, reinterpret_cast<const void*>(w), p.a, reinterpret_cast<const void*>(a), p.b,
+                                    &zero, reinterpret_cast<const void*>(scratch), p.c, reinterpret_cast<void*>(scratch), p.c, &res[i].algo,
+                                    reinterpret_cast<void*>(st.workspace), kWorkspaceBytes, ctx.stream());
+        };
+        if (call() != 0) continue;
+        timer.start();
+        bool ok = true;
+        for (int r = 0; r < 3; ++r) ok = ok && call() == 0;
+        const double t = timer.stop_ms();
+        if (ok) ms[static_cast<size_t>(i)] = t / 3;
+      }
+      ctx.free(scratch);
+      for (size_t i = 0; i < ms.size(); ++i)
+        if (ms[i] >= 0 && (ms[best] < 0 || ms[i] < ms[best])) best = i;
+      const char* log = std::getenv("LUMINAL_CUDA_TUNE_LOG");
+      if (log && std::string(log) == "1") {
+        std::fprintf(stderr, "cublaslt %lldx%lldx%lld %s: candidate %zu of %d;", static_cast<long long>(m), static_cast<long long>(n),
+                     static_cast<long long>(k), t == DType::BF16 ? "bf16" : "f32", best, found);
+        for (double x : ms) std::fprintf(stderr, " %.4f", x);
+        std::fprintf(stderr, " ms\n");
+      }
+    }
+    p.algo = res[best].algo;
+    p.workspace = res[best].workspace_size;
     it = st.plans.emplace(key, p).first;
   }
   const Plan& p = it->second;

@@ -296,7 +296,8 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
   return s.str();
 }
 
-// One block per (batch entry, tile of kTiledKeys keys): the keys' and values' bf16 words (see
+// Two blocks per (batch entry, tile of kTiledKeys keys), the keys' and the values' (a prefill
+// has few KV heads: one block for both left most SMs idle): their bf16 words (see
 // prep_sizes), through the same strided reads the kernel did itself before: four lanes per
 // key, each every fourth pair of head-dim elements; eight lanes per pair of keys (values), each
 // every eighth column. Keys past the cached length are zeros, keys the view masks its pad value.
@@ -315,8 +316,8 @@ std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::ve
     << "  constexpr int lm_KI = lm_DK / 8, lm_VI = lm_DV / 8;  // pairs a thread converts\n"
     << "  const long long lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << prep_sizes(n, r)
-    << "  const long long lm_kt = lm_kpad / " << kTiledKeys << ";\n"
-    << "  const long long lm_b = blockIdx.x / lm_kt, lm_k0 = (blockIdx.x - lm_b * lm_kt) * " << kTiledKeys << ";\n"
+    << "  const long long lm_kt = lm_kpad / " << kTiledKeys << ", lm_blk = blockIdx.x >> 1;\n"
+    << "  const long long lm_b = lm_blk / lm_kt, lm_k0 = (lm_blk - lm_b * lm_kt) * " << kTiledKeys << ";\n"
     << batch_coords(r)
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
@@ -324,14 +325,14 @@ std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::ve
     << "  unsigned* lm_klo = lm_khi + lm_kw;\n"
     << "  unsigned* lm_vhi = (unsigned*)lm_out + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
     << "  unsigned* lm_vlo = lm_vhi + lm_vw;\n"
-    << "  {\n    float lm_x[lm_KI][2];\n    const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
+    << "  if ((blockIdx.x & 1) == 0) {\n    float lm_x[lm_KI][2];\n    const int lm_kk = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
     << tile_key(*k, r, r - 1, r - 2, "lm_kk", "    ")
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_KI; ++lm_j) {\n"
     << "      lm_x[lm_j][0] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j)", "lm_ksp", kpad) << ";\n"
     << "      lm_x[lm_j][1] = " << tile_element("lm_K", dt[1], "2 * (lm_p0 + 4 * lm_j) + 1", "lm_ksp", kpad) << ";\n    }\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_KI; ++lm_j)\n"
     << "      " << to_words(hi_only, "lm_x[lm_j][0]", "lm_x[lm_j][1]", "lm_khi[lm_kk * (lm_DK / 2) + lm_p0 + 4 * lm_j]", "lm_klo[lm_kk * (lm_DK / 2) + lm_p0 + 4 * lm_j]")
-    << "\n  }\n"
+    << "\n    return;\n  }\n"
     << "  {\n    float lm_x[lm_VI][2];\n    const int lm_kp = threadIdx.x >> 3, lm_c0 = threadIdx.x & 7;\n"
     << "    #pragma unroll\n    for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
     << tile_key(*v, r, r - 2, r - 1, "2 * lm_kp + lm_h", "      ")

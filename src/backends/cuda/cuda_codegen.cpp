@@ -677,7 +677,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           w.set_extra_outputs(0);
           r.tiled_mma->tensor_cores = true;
           r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations),
-                                       product_of(q, 0, rank - 2) * ceil_div(keys, Expr(kTiledKeys)), Expr(0));
+                                       Expr(2) * product_of(q, 0, rank - 2) * ceil_div(keys, Expr(kTiledKeys)), Expr(0));
           r.tiled_mma_prep->tensor_cores = true;
           r.tiled_mma_words = tiled_attention_mma_prep_words(n, options.bf16_activations);
         }

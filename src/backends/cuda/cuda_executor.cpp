@@ -162,6 +162,8 @@ void CudaExecutor::read_env_options() {
   if (once && std::string(once) == "0") options_.attention_once = false;
   const char* words = std::getenv("LUMINAL_CUDA_WORDS");
   if (words && std::string(words) == "0") options_.store_words = false;
+  const char* fold = std::getenv("LUMINAL_CUDA_FOLD");
+  if (fold && std::string(fold) == "0") options_.fold_residuals = false;
 }
 
 void CudaExecutor::clear_graphs() {
@@ -444,10 +446,10 @@ CudaExecutor::Bf16Activations CudaExecutor::to_bf16(const LinearOperands& l, Dev
   return a;
 }
 
-void CudaExecutor::bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out) {
+void CudaExecutor::bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate) {
   const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k), ldw = eval_true(l.w_row_stride);
   const DevicePtr w = weight + static_cast<DevicePtr>(eval_true(l.w_offset)) * 2;
-  cublaslt_linear(ctx_, DType::BF16, a.hi.ptr, k, w, ldw, out, n, m, n, k);
+  cublaslt_linear(ctx_, DType::BF16, a.hi.ptr, k, w, ldw, out, n, m, n, k, accumulate);
   if (a.lo) cublaslt_linear(ctx_, DType::BF16, a.lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true);
 }
 
@@ -456,16 +458,16 @@ void CudaExecutor::give_back(Bf16Activations& a) {
   if (a.lo) give_back(*a.lo);
 }
 
-bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer) {
+bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer, bool accumulate) {
   if (!on_library(l)) return false;
   used_library_ = true;  // only a run that calls the library: the generated fallback can be recorded
   if (l.w_dtype == DType::BF16) {
     if (auto w = words_.find(producer); w != words_.end()) {
-      bf16_gemm(l, w->second, in[1], out);
+      bf16_gemm(l, w->second, in[1], out, accumulate);
       return true;
     }
     Bf16Activations a = to_bf16(l, in[0]);
-    bf16_gemm(l, a, in[1], out);
+    bf16_gemm(l, a, in[1], out, accumulate);
     give_back(a);
     return true;
   }
@@ -473,8 +475,24 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
   const int64_t a_off = eval_true(l.a_offset), lda = eval_true(l.a_row_stride);
   const DevicePtr w = in[1] + static_cast<DevicePtr>(eval_true(l.w_offset)) * 4;
   const int64_t ldw = eval_true(l.w_row_stride);
-  cublaslt_linear(ctx_, DType::F32, in[0] + static_cast<DevicePtr>(a_off) * 4, lda, w, ldw, out, n, m, n, k);
+  cublaslt_linear(ctx_, DType::F32, in[0] + static_cast<DevicePtr>(a_off) * 4, lda, w, ldw, out, n, m, n, k, accumulate);
   return true;
+}
+
+std::optional<NodeId> CudaExecutor::residual_of(NodeId id, const std::vector<int>& uses, const std::vector<std::optional<DeviceBuffer>>& live) {
+  const NodeKernels& k = *kernels_.per_node[id];
+  if (!options_.fold_residuals || !k.linear || graph_.node(id).dtype != DType::F32 || reader_lists_[id].size() != 1 || !on_library(*k.linear))
+    return std::nullopt;
+  const NodeId add = reader_lists_[id][0];
+  const Node& a = graph_.node(add);
+  if (a.op != OpKind::Add || a.dtype != DType::F32 || keeps(add) || a.inputs[0].src == a.inputs[1].src) return std::nullopt;
+  const NodeId x = a.inputs[0].src == id ? a.inputs[1].src : a.inputs[0].src;
+  const Node& xn = graph_.node(x);
+  // Both read whole and in order with the sum's shape: the GEMM's [m, n] rows are the sum's.
+  if (xn.op == OpKind::Input || xn.dtype != DType::F32 || !live[x] || live[x]->kept || uses[x] != 1) return std::nullopt;
+  if (!a.inputs[0].view.is_contiguous() || !a.inputs[1].view.is_contiguous()) return std::nullopt;
+  if (!(graph_.node(id).shape == a.shape) || !(xn.shape == a.shape)) return std::nullopt;
+  return x;
 }
 
 bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses) {
@@ -554,6 +572,7 @@ void CudaExecutor::run() {
     if (capture) ctx_.begin_capture();
   }
   used_library_ = false;
+  folded_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
@@ -609,6 +628,13 @@ void CudaExecutor::run() {
         }
       }
     } record{*this, timer, n};
+    if (auto f = folded_.find(id); f != folded_.end()) {  // its GEMM already added the two (its other operand's buffer is the GEMM's)
+      live[id] = live[f->second];
+      live[f->second].reset();
+      folded_.erase(f);
+      release_inputs(n, 0);
+      continue;
+    }
     std::vector<DevicePtr> in;
     for (const Edge& e : n.inputs) in.push_back(ptr_of(e.src));
     if (in_place_scatter) {
@@ -644,7 +670,17 @@ void CudaExecutor::run() {
         continue;
       }
     }
-    DeviceBuffer out = take(n.dtype, concrete(n.shape));
+    // A residual sum of this linear layer: its GEMM adds into the other operand's buffer.
+    const std::optional<NodeId> residual = invariant ? std::nullopt : residual_of(id, uses, live);
+    DeviceBuffer out;
+    if (residual) {
+      out = *live[*residual];
+      live[*residual].reset();  // now the GEMM's; the Add takes it on (run releases nothing twice)
+      folded_[reader_lists_[id][0]] = id;
+      ++residuals_folded_;
+    } else {
+      out = take(n.dtype, concrete(n.shape));
+    }
     if (k.tiled && use_tiled(k)) {  // a prefill's attention: one launch
       const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma, tiled_mma_prep
       if (k.tiled_mma && offered(*k.tiled_mma)) {
@@ -674,7 +710,7 @@ void CudaExecutor::run() {
       launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
       ++words_stored_;
       used_library_ = true;
-      bf16_gemm(*k.linear, a, in[1], out.ptr);
+      bf16_gemm(*k.linear, a, in[1], out.ptr, residual.has_value());
       give_back(a);
     } else {
       size_t first = 0;
@@ -685,7 +721,8 @@ void CudaExecutor::run() {
         in[0] = scratch->ptr;
         first = 1;
       }
-      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src))) {
+      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual.has_value()))) {
+        LM_ASSERT(!residual, "a folded residual sum needs its GEMM on the library");
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
         const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
         if (!k.launches.empty() && last >= first) {

@@ -79,6 +79,10 @@ struct CudaOptions {
   // A norm or gated product that only library GEMMs read stores their bf16 words itself
   // (NodeKernels::words) instead of f32 values converted after. Also LUMINAL_CUDA_WORDS=0.
   bool store_words = true;
+  // A library linear layer whose one reader adds it to a value nothing reads after (a residual
+  // sum) adds into that value's buffer (the GEMM's beta = 1), and the Add costs nothing. The sum
+  // rounds once where the reference rounds twice. Also LUMINAL_CUDA_FOLD=0.
+  bool fold_residuals = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -129,6 +133,8 @@ class CudaExecutor {
   const GraphStats& graph_stats() const { return graph_stats_; }
   // Launches, since construction, that stored bf16 words for the library (NodeKernels::words).
   int64_t words_stored() const { return words_stored_; }
+  // Residual sums, since construction, that a library GEMM added in (CudaOptions::fold_residuals).
+  int64_t residuals_folded() const { return residuals_folded_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -218,7 +224,12 @@ class CudaExecutor {
   std::vector<DevicePtr> retired_counters_;  // outgrown, still read by graphs recorded before
   // Runs a linear layer on cuBLASLt when it has enough rows; false to take the generated kernel.
   // `producer`: the node whose value is the activations (its words, if it stored them).
-  bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer);
+  bool run_linear(const LinearOperands& l, DevicePtr out, const std::vector<DevicePtr>& in, NodeId producer, bool accumulate = false);
+  // The operand whose buffer linear layer `id`'s GEMM may add into (fold_residuals), given the
+  // run's remaining readers and live buffers; folded_: such an Add -> its GEMM.
+  std::optional<NodeId> residual_of(NodeId id, const std::vector<int>& uses, const std::vector<std::optional<DeviceBuffer>>& live);
+  std::map<NodeId, NodeId> folded_;
+  int64_t residuals_folded_ = 0;
   // Whether this run's sizes and alignments take `l` to cuBLASLt.
   bool on_library(const LinearOperands& l);
   // A linear layer's f32 activations as bf16 hi (+ lo, unless options_.bf16_activations), and
@@ -228,7 +239,7 @@ class CudaExecutor {
     std::optional<DeviceBuffer> lo;
   };
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
-  void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out);
+  void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false);
   void give_back(Bf16Activations& a);
   // A producer with NodeKernels::words stores them when every reader is a linear layer that
   // this run takes to the library with the producer's whole value as its [m, k] activations:
