@@ -143,10 +143,11 @@ Buffer Interpreter::eval(NodeId id, const Node& n, const std::vector<const Buffe
   const int64_t count = static_cast<int64_t>(out.numel());
   auto reader = [&](size_t k) { return Reader(*in[k], n.inputs[k].view, index_exprs(id, k), dims_); };
   last_native_ = false;
-  // Kernels, and elementwise primitives when a backend may run them natively, see every input
-  // through a reader: the backend's hook runs them, or kernels fall back to the reference.
+  // Kernels, and elementwise primitives and Gather (an embedding lookup) when a backend may run
+  // them natively, see every input through a reader: the backend's hook runs them, or kernels
+  // fall back to the reference.
   const bool elementwise = n.op == OpKind::Cast || is_unary(n.op) || is_binary(n.op);
-  if (n.op == OpKind::Kernel || (hook_ && elementwise)) {
+  if (n.op == OpKind::Kernel || (hook_ && (elementwise || n.op == OpKind::Gather))) {
     std::vector<Reader> readers;
     std::vector<std::vector<int64_t>> shapes;
     for (size_t k = 0; k < n.inputs.size(); ++k) {

@@ -7,6 +7,7 @@
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/fused_jit.h"
 #include "backends/cpu/fused_reduce.h"
+#include "backends/cpu/gather.h"
 #include "backends/cpu/rotary_where.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -116,6 +117,7 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKernelOptions options) {
   const bool bf16 = options.bf16_activations;
   return [&pool, jit, bf16](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+    if (n.op == OpKind::Gather) return gather(in, out);
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
     if (n.kernel == "Matmul") return matmul(pool, in, shapes, out, nullptr, bf16);
     if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2], bf16);
