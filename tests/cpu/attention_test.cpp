@@ -152,9 +152,11 @@ TEST(CpuAttention, Bf16KeysAndValuesMatchTheReference) {
 // --activations bf16 where AMX runs: both products on the tiles, q, the keys, the probabilities
 // and the values rounded to bf16. Against the reference on q, k and v rounded to bf16, what
 // remains is the probabilities' rounding (at most 2^-8 of each, so 2^-8 of max |v| an output).
-// 40 causal rows after 5 cached keys: a block of rows that is not a multiple of 16 and keys
-// padded from 45 to the tiles' 64. 64 rows after 8128 cached keys: two blocks of 32 rows a head,
-// which share the head's converted keys and values.
+// Rows go in blocks of 32, each multiplying only the keys up to the last one its rows see.
+// 40 causal rows after 5 cached keys: one block (8 rows left over join the first), keys padded
+// from 45 to the tiles' 64; 48 rows: blocks of 32 and 16, the first seeing 37 keys. 64 rows after 8128 cached keys: two blocks a head,
+// which share the head's converted keys and values. 96 rows and no cache: blocks that see 32, 64
+// and 96 keys.
 // Three heads: with two threads one takes a head's both blocks and the next head's first.
 void check_bf16_on_amx(int64_t m, int64_t past, int64_t k, int64_t d) {
   const int64_t b = 3, n = past + m;
@@ -191,7 +193,9 @@ void check_bf16_on_amx(int64_t m, int64_t past, int64_t k, int64_t d) {
 TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
   if (!amx_available()) GTEST_SKIP() << "no AMX here";
   check_bf16_on_amx(40, 5, 64, 64);
+  check_bf16_on_amx(48, 5, 64, 64);
   check_bf16_on_amx(64, 8128, 32, 32);
+  check_bf16_on_amx(96, 0, 64, 64);
 }
 
 TEST(CpuAttention, FallsBackForNonFloatValues) {
