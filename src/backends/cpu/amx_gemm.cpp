@@ -301,7 +301,7 @@ void amx_weight_gemm(const WeightGemm& g, ThreadPool* pool, bool bf16_activation
     // Chunks of four 32-row panels from a shared counter, as the GEMV's: on this project's VM a
     // thread slowed by other work then takes fewer, where one range per thread left the other
     // waiting. Qwen3-shaped 128-token prefill with bf16 activations, 6 alternating runs of 3:
-    // median TTFT 307.5 -> 298 ms (in an earlier round 332-353 -> 246-314); f32-faithful 409
+    // median TTFT 307.5 -> 298 ms (in an earlier round 332-353 -> 246-315); f32-faithful 409
     // -> 415.5 ms, within the noise.
     pool->parallel_for_dynamic(g.n / 32, rows, 4);
   } else {
