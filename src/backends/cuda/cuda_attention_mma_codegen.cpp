@@ -192,8 +192,10 @@ std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<
     << (hi_only ? "" : "      lm_cp_async16(lm_vlo + lm_cc * lm_VPW + lm_c4, lm_pv + lm_vw + lm_cc * (lm_kpad / 2) + lm_c4, true);\n")
     << "    }\n    lm_cp_async_commit();\n  };\n"
     // Each tile's copies are in flight while the tile before is multiplied (hi_only: two
-    // buffers), and so are the mask reads of the tile after, guessed to be the next one (true
-    // of every causal row up to its diagonal); a guess without a visible score costs a copy.
+    // buffers). The tile after is guessed to be the next one (true of every causal row up to
+    // its diagonal) and its mask read before the products; a guess without a visible score
+    // costs a copy. (Its visibility bits are made at once, so the warps wait on those reads:
+    // docs/lessons.md, "Double-buffered tiles that changed nothing".)
     << "  unsigned lm_vis = 0, lm_nvis = 0;\n"
     << "  long long lm_k0 = lm_next(0, lm_vis);\n"
     << "  int lm_buf = 0;\n"
