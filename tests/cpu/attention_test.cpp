@@ -61,6 +61,25 @@ TEST(CpuAttention, IntMaskReadFlatInPieces) {
   compare(kernel_node("Attention", 2, 0.125f), {q, kt, v, mask}, {b, m, d}, kSums);
 }
 
+// A mask whose top layer is itself the broadcast over heads (not a reshape of it): the stored
+// elements are a transposed [n, m] copy merged into rows of m·n, then broadcast, so the view is
+// stacked and not flat, and the mask is converted by runs of the few elements below it.
+TEST(CpuAttention, MaskBroadcastInItsTopLayerReadByRunsBelow) {
+  const int64_t b = 3, m = 20, k = 16, d = 16, past = 4, n = past + m;
+  std::vector<bool> causal_t(static_cast<size_t>(n * m));  // [n, m]: key-major
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) causal_t[static_cast<size_t>(j * m + i)] = j <= past + i;
+  const View view = View::contiguous(exprs({n, m})).permute({1, 0}).reshape(exprs({1, m * n})).expand(0, Expr(b));
+  const Buffer mbuf = Buffer::boolean(causal_t, {n, m});
+  ASSERT_TRUE(Reader(mbuf, view, DimMap{}).stacked().has_value());
+  ASSERT_FALSE(Reader(mbuf, view, DimMap{}).flat().has_value());
+  KernelInput mask{mbuf, view};
+  KernelInput q = whole(random_f32({b, m, k}, 81));
+  KernelInput kt{random_f32({b, n, k}, 82), View::contiguous(exprs({b, n, k})).permute({0, 2, 1})};
+  KernelInput v = whole(random_f32({b, n, d}, 83));
+  compare(kernel_node("Attention", 2, 0.125f), {q, kt, v, mask}, {b, m, d}, kSums);
+}
+
 // Fewer heads than twice the threads over at least 1024 keys: decode splits the keys into
 // slices and merges them (the pool here has two threads).
 TEST(CpuAttention, DecodeOverALongCacheSplitsTheKeys) {

@@ -102,64 +102,41 @@ void mask_row(const Buffer& src, int64_t base, int64_t step, int64_t n, float* o
   }
 }
 
-// The mask as 0/1 in the scores' flat order, `shape` its logical shape. A causal mask shared by
-// every head is a broadcast over a reshape (Reader::Stacked) of a few stored elements, and a
-// mask may be one strided layer: then each row is read through the strides, not element by
-// element through the view's index program.
-void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count, float* dst, ThreadPool& pool) {
+// The elements of a layout (`shape` row-major, `strides` from `offset`) over src, as 0/1 into
+// dst: runs along the last axis converted straight from the buffer, pieces of runs split over
+// the threads (a decoder's mask is one long run).
+void mask_runs(const Buffer& src, int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t count,
+               float* dst, ThreadPool& pool) {
   const size_t rank = shape.size();
-  // A flat layout (a strided view, or a reshape of one such as the decoder's causal mask
-  // broadcast over heads and read flat): runs along its last axis, converted straight from the
-  // buffer, pieces of runs split over the threads. Copying the elements below the broadcast
-  // first (the stacked path) had cost an allocation and a second pass: 0.4 ms a Qwen3 layer.
-  if (const auto& f = r.flat(); f && !f->shape.empty() && flat_in_bounds(r)) {
-    const size_t fr = f->shape.size();
-    const int64_t len = f->shape[fr - 1], step = f->layout.strides[fr - 1];
-    if (len > 0)
-      pool.parallel_for(count, [&](int64_t b, int64_t e) {
-        for (int64_t z = b; z < e;) {
-          const int64_t run = z / len, j = z - run * len, n = std::min(len - j, e - z);
-          int64_t base = f->layout.offset, rem = run;
-          for (size_t d = fr - 1; d-- > 0;) {
-            base += (rem % f->shape[d]) * f->layout.strides[d];
-            rem /= f->shape[d];
-          }
-          mask_row(r.buffer(), base + j * step, step, n, dst + z);
-          z += n;
-        }
-      }, 16384);
-    return;
-  }
-  std::optional<Buffer> below;
-  const Buffer* src = nullptr;
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
-  if (rank >= 1 && r.strided() && r.strided()->strides.size() == rank && strided_in_bounds(r, shape)) {
-    src = &r.buffer(), offset = r.strided()->offset, strides = r.strided()->strides;
-  } else if (const auto& st = r.stacked(); rank >= 1 && st && st->top.strides.size() == rank && stacked_in_bounds(r)) {
-    below = copy_below_top(r);
-    src = &*below, offset = st->top.offset, strides = st->top.strides;
-  }
-  if (!src) {
-    const bool flat = flat_in_bounds(r);
-    pool.parallel_for(count, [&](int64_t b, int64_t e) { load_floats(r, flat, b, e - b, dst + b); }, 16384);
-    return;
-  }
-  const int64_t n = shape[rank - 1], rows = n > 0 ? count / n : 0;
-  if (rank == 1) {  // one flat row (a decoder's mask, every head's scores end to end): split it
-    pool.parallel_for(n, [&](int64_t b, int64_t e) { mask_row(*src, offset + b * strides[0], strides[0], e - b, dst + b); }, 16384);
-    return;
-  }
-  pool.parallel_for(rows, [&](int64_t b, int64_t e) {
-    for (int64_t row = b; row < e; ++row) {
-      int64_t base = offset, rem = row;
+  const int64_t len = shape[rank - 1], step = strides[rank - 1];
+  if (len <= 0) return;
+  pool.parallel_for(count, [&](int64_t b, int64_t e) {
+    for (int64_t z = b; z < e;) {
+      const int64_t run = z / len, j = z - run * len, n = std::min(len - j, e - z);
+      int64_t base = offset, rem = run;
       for (size_t d = rank - 1; d-- > 0;) {
         base += (rem % shape[d]) * strides[d];
         rem /= shape[d];
       }
-      mask_row(*src, base, strides[rank - 1], n, dst + row * n);
+      mask_row(src, base + j * step, step, n, dst + z);
+      z += n;
     }
-  }, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)));
+  }, 16384);
+}
+
+// The mask as 0/1 in the scores' flat order, `shape` its logical shape. A flat layout (a strided
+// view, or a reshape of one such as the decoder's causal mask broadcast over heads and read
+// flat) is converted by runs straight from its buffer; a broadcast over a reshape
+// (Reader::Stacked) by runs of its few stored elements, copied first (for a mask that is also
+// flat, that copy had cost an allocation and a second pass: 0.4 ms a Qwen3 layer); anything
+// else element by element through the view's index program.
+void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count, float* dst, ThreadPool& pool) {
+  if (const auto& f = r.flat(); f && !f->shape.empty() && flat_in_bounds(r))
+    return mask_runs(r.buffer(), f->layout.offset, f->shape, f->layout.strides, count, dst, pool);
+  if (const auto& st = r.stacked(); !shape.empty() && st && st->top.strides.size() == shape.size() && stacked_in_bounds(r))
+    return mask_runs(copy_below_top(r), st->top.offset, shape, st->top.strides, count, dst, pool);
+  const bool flat = flat_in_bounds(r);
+  pool.parallel_for(count, [&](int64_t b, int64_t e) { load_floats(r, flat, b, e - b, dst + b); }, 16384);
 }
 
 // Decode over a long cache with few heads: each task takes one head's rows and one slice of its
