@@ -435,10 +435,25 @@ bool CudaExecutor::on_library(const LinearOperands& l) {
   return (eval_true(l.a_offset) * 4) % 256 == 0 && (lda * 4) % 16 == 0;
 }
 
-CudaExecutor::Bf16Activations CudaExecutor::to_bf16(const LinearOperands& l, DevicePtr activations) {
-  const int64_t m = eval_true(l.m), k = eval_true(l.k);
+CudaExecutor::Bf16Activations CudaExecutor::take_bf16(int64_t m, int64_t k) {
   Bf16Activations a{take(DType::BF16, {m, k}), std::nullopt};
   if (!options_.bf16_activations) a.lo = take(DType::BF16, {m, k});
+  return a;
+}
+
+CudaExecutor::Bf16Activations CudaExecutor::store_words(const NodeKernels& k, NodeId id, const std::vector<DevicePtr>& in, int64_t m,
+                                                        int64_t cols) {
+  Bf16Activations a = take_bf16(m, cols);
+  std::vector<DevicePtr> with = in;
+  with.push_back(a.lo ? a.lo->ptr : 0);
+  launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
+  ++words_stored_;
+  return a;
+}
+
+CudaExecutor::Bf16Activations CudaExecutor::to_bf16(const LinearOperands& l, DevicePtr activations) {
+  const int64_t m = eval_true(l.m), k = eval_true(l.k);
+  Bf16Activations a = take_bf16(m, k);
   DevicePtr lo_ptr = a.lo ? a.lo->ptr : 0, src = activations + static_cast<DevicePtr>(eval_true(l.a_offset)) * 4;
   long long rows = m, cols = k, ld = eval_true(l.a_row_stride);
   void* args[] = {&a.hi.ptr, &lo_ptr, &src, &rows, &cols, &ld};
@@ -658,12 +673,7 @@ void CudaExecutor::run() {
     }
     if (!invariant && n.op == OpKind::Kernel && !k.linear && words_functions_[id]) {
       if (auto shape = words_shape(id)) {  // a prefill's norm or gated product, for the library's GEMMs
-        Bf16Activations a{take(DType::BF16, {shape->first, shape->second}), std::nullopt};
-        if (!options_.bf16_activations) a.lo = take(DType::BF16, {shape->first, shape->second});
-        std::vector<DevicePtr> with = in;
-        with.push_back(a.lo ? a.lo->ptr : 0);
-        launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
-        ++words_stored_;
+        Bf16Activations a = store_words(k, id, in, shape->first, shape->second);
         release_inputs(n, 0);
         live[id] = a.hi;
         words_[id] = a;
@@ -702,13 +712,7 @@ void CudaExecutor::run() {
       give_back(scratch);
     } else if (k.scratch_f32 && words_functions_[id] && scratch_words(k.linear, n.dtype)) {
       // The activations' copy as the library's words (attention's heads merged into rows).
-      const int64_t m = eval_true(k.linear->m), kk = eval_true(k.linear->k);
-      Bf16Activations a{take(DType::BF16, {m, kk}), std::nullopt};
-      if (!options_.bf16_activations) a.lo = take(DType::BF16, {m, kk});
-      std::vector<DevicePtr> with = in;
-      with.push_back(a.lo ? a.lo->ptr : 0);
-      launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
-      ++words_stored_;
+      Bf16Activations a = store_words(k, id, in, eval_true(k.linear->m), eval_true(k.linear->k));
       used_library_ = true;
       bf16_gemm(*k.linear, a, in[1], out.ptr, residual.has_value());
       give_back(a);

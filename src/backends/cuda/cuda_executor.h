@@ -238,6 +238,7 @@ class CudaExecutor {
     DeviceBuffer hi;
     std::optional<DeviceBuffer> lo;
   };
+  Bf16Activations take_bf16(int64_t m, int64_t k);  // hi, and lo unless bf16_activations
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
   void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false);
   void give_back(Bf16Activations& a);
@@ -245,6 +246,8 @@ class CudaExecutor {
   // this run takes to the library with the producer's whole value as its [m, k] activations:
   // then its readers take `words_` (hi is also the producer's live buffer) and convert nothing.
   std::optional<std::pair<int64_t, int64_t>> words_shape(NodeId id);  // [m, k], where they may
+  // Runs node id's words launch (NodeKernels::words) on inputs `in` into new [m, cols] words.
+  Bf16Activations store_words(const NodeKernels& k, NodeId id, const std::vector<DevicePtr>& in, int64_t m, int64_t cols);
   // Whether a linear layer's scratch copy stores words this run (it goes to the library).
   bool scratch_words(const std::optional<LinearOperands>& l, DType out_dtype);
   std::vector<std::vector<NodeId>> reader_lists_;
