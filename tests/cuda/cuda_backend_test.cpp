@@ -835,6 +835,65 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
   }
 }
 
+// Grouped-query attention with a mask given as an input, one per KV head ([2, 1, seq, total],
+// broadcast over the group's heads): causal, with holes that differ between the two heads.
+Graph masked_attention_graph(int64_t d, int64_t group = 2) {
+  Graph g;
+  Expr seq = Expr::var("seq"), past = Expr::var("past"), total = past + seq;
+  Tensor q = input(g, "q", DType::F32, {2, seq * group, d});
+  Tensor kc = input(g, "k", DType::F32, {2, 512, d}), vc = input(g, "v", DType::F32, {2, 512, d});
+  Tensor mask = input(g, "mask", DType::Bool, {2, 1, seq, total});
+  Tensor k = slice(kc, 1, 0, total), v = slice(vc, 1, 0, total);
+  Tensor scores = matmul(q, transpose(k, 1, 2)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor masked = where(mask, reshape(scores, {2, group, seq, total}), -std::numeric_limits<double>::infinity());
+  matmul(reshape(softmax(masked, -1), {2, seq * group, total}), v).output("out");
+  return g;
+}
+
+// The tensor-core kernel reads the mask through its pre-pass's summary of batch entry 0's rows;
+// entry 1's mask differs, so its blocks read the mask in every tile. Both against the reference,
+// in all three modes, at sizes with partial, hidden and whole tiles.
+TEST(CudaBackend, PrefillAttentionWithAMaskThatVariesOverTheBatch) {
+  Graph g = masked_attention_graph(64);
+  Graph plan = compiled(g);
+  ASSERT_EQ(count_kernels(plan, "Attention"), 1);
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (int mode : {0, 1, 2}) {
+    const bool tc = mode != 1, bf16 = mode == 2;
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc, .bf16_activations = bf16});
+    for (auto [seq, past] : {std::pair<int64_t, int64_t>{37, 5}, {130, 3}, {200, 56}}) {
+      const int64_t total = seq + past;
+      Buffer mask(DType::Bool, {2, 1, seq, total});
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < seq; ++i)
+          for (int64_t j = 0; j < total; ++j) {
+            // Key 0 always (no row is wholly hidden); entry 1 also hides keys 64-127 of its later rows.
+            const bool hole = (i * 7 + j * 3 + b * 5) % 11 == 0 || (b == 1 && i > 100 && j >= 64 && j < 128);
+            mask.set((b * seq + i) * total + j, j <= i + past && (j == 0 || !hole) ? 1.0 : 0.0);
+          }
+      Interpreter ref(g);
+      std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, 64}, 41)},
+                                       {"k", testing::random_buffer(DType::F32, {2, 512, 64}, 42)},
+                                       {"v", testing::random_buffer(DType::F32, {2, 512, 64}, 43)}};
+      for (auto& [name, b] : in) {
+        ref.set_input(name, bf16 ? b.cast(DType::BF16).cast(DType::F32) : b);
+        cuda.set_input(name, b);
+      }
+      ref.set_input("mask", mask);
+      cuda.set_input("mask", mask);
+      ref.set_dim("seq", seq), ref.set_dim("past", past);
+      cuda.set_dim("seq", seq), cuda.set_dim("past", past);
+      ref.run();
+      cuda.run();
+      Buffer want = ref.output("out"), got = cuda.output("out");
+      ASSERT_EQ(want.shape(), got.shape());
+      double worst = 0;
+      for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
+      EXPECT_LE(worst, bf16 ? 2 * 0x1p-8 + 1e-5 : tc ? 2e-4 : 2e-5) << "mode " << mode << " seq=" << seq << " past=" << past;
+    }
+  }
+}
+
 // Without a GPU: with bf16 activations the tensor-core kernels (prefill attention, an MoE's
 // experts) round their operands once and multiply once (no hi + lo split), and they compile.
 TEST(CudaCodegen, Bf16ActivationsTakeOneProduct) {

@@ -1,6 +1,6 @@
-// Prefill attention on the tensor cores: the tiled (flash-style) kernel of
-// cuda_attention_codegen.cpp with its two products, scores = q·kᵀ and out = p·v, as mma.sync
-// m16n8k16 on bf16 parts.
+// Prefill attention on the tensor cores: a flash-style kernel (FlashAttention-2's layout) with
+// both products, scores = q·kᵀ and out = p·v, as mma.sync m16n8k16 on bf16 parts, and its
+// pre-pass (the keys and values as bf16 words, and a summary of the mask by tiles).
 #include <algorithm>
 #include <sstream>
 
@@ -15,11 +15,10 @@ using namespace luminal::cpu::codegen;
 
 namespace {
 
-// Shared memory holds q, one key tile and one value tile as bf16 hi and lo parts, split once
-// when they arrive (not by every warp that reads them), as 32-bit words of two bf16 values:
-// the mma operands' registers. Row strides in words: q and k rows are read at word
-// (row g, tq), values transposed ([column][key]) at (column g, tq); a stride of 4 (mod 32)
-// words puts a warp's 32 reads in 32 banks.
+// Shared memory holds q, key tiles and value tiles as 32-bit words of two bf16 values (the mma
+// operands' registers), read through ldmatrix: q and key rows of qk_words(dk) words, values
+// transposed ([column][key pairs]) in rows of kVtWords. Row strides of 4 (mod 32) words put the
+// eight 16-byte rows an ldmatrix phase reads in distinct banks.
 int64_t qk_words(int64_t dk) { return dk / 2 + 4; }
 constexpr int64_t kVtWords = kTiledKeys / 2 + 4;
 
@@ -30,7 +29,7 @@ struct MmaDims {
 std::optional<MmaDims> mma_dims(const Node& n, const StridedKv& kv) {
   const size_t r = kv.r;
   const std::optional<int64_t> dk = n.inputs[0].view.shape()[r - 1].as_const(), dv = kv.v->shape[r - 1].as_const();
-  if (!dk || !dv || *dk % 16 != 0 || *dv % 8 != 0 || *dk > kTiledMaxHeadDim || *dv > kTiledMmaMaxValueDim) return std::nullopt;
+  if (!dk || !dv || *dk % 16 != 0 || *dv % 16 != 0 || *dk > kTiledMaxHeadDim || *dv > kTiledMmaMaxValueDim) return std::nullopt;
   return MmaDims{*dk, *dv};
 }
 
@@ -44,23 +43,54 @@ std::string to_words(bool hi_only, const std::string& x0, const std::string& x1,
 // The pre-pass's scratch (32-bit words, each two bf16 values), keys padded to whole tiles with
 // zeros: K hi [B][kpad][dk/2], K lo alike (not with hi_only), then V hi [B][dv][kpad/2] (values
 // transposed: a column's key pairs in a row), V lo alike. lm_kw and lm_vw are the words of one
-// K part and one V part. Needs lm_keys, lm_DK and lm_DV.
-std::string prep_sizes(const Node& n, size_t r) {
+// K part and one V part, lm_kvwords all of them. After them the mask's summary for batch entry
+// 0's rows: a byte per (row tile, key tile), 0 where no score of the tile is visible, 1 where
+// every one is (its 64 rows exist, its 64 keys are below the keys' count, the mask passes
+// each), 2 otherwise; then, from word lm_bitwords on, a tile's visible scores as the kernel's
+// 128 threads hold them (kTiledMmaThreads words a tile, see the kernel's lm_visible). Needs
+// lm_keys, lm_DK and lm_DV.
+std::string prep_sizes(const Node& n, size_t r, bool hi_only) {
   const std::string batches = c(product_of(n.inputs[0].view.shape(), 0, r - 2)), tile = std::to_string(kTiledKeys);
   return "  const long long lm_kpad = (lm_keys + " + tile + " - 1) / " + tile + " * " + tile + ";\n" +
-         "  const long long lm_kw = " + batches + " * lm_kpad * (lm_DK / 2), lm_vw = " + batches + " * lm_DV * (lm_kpad / 2);\n";
+         "  const long long lm_kw = " + batches + " * lm_kpad * (lm_DK / 2), lm_vw = " + batches + " * lm_DV * (lm_kpad / 2);\n" +
+         "  const long long lm_kvwords = " + (hi_only ? "" : "2 * ") + "(lm_kw + lm_vw);\n" +
+         "  const long long lm_seq = " + c(n.inputs[0].view.shape()[r - 2]) + ", lm_rtiles = (lm_seq + " + std::to_string(kTiledRows) + " - 1) / " +
+         std::to_string(kTiledRows) + ", lm_ktiles = lm_kpad / " + tile + ";\n" +
+         "  const long long lm_bitwords = lm_kvwords + (lm_rtiles * lm_ktiles + 3) / 4;\n";
 }
 
-// Words of the shared layout: q hi and lo, k hi and lo (at the end the second key half's
-// outputs, [BM][DV + 4] floats), vᵀ hi and lo, then [2][BM] floats of row statistics.
-int64_t k_area_words(const MmaDims& d) { return std::max(2 * kTiledKeys * qk_words(d.dk), kTiledRows * (d.dv + 4)); }
+// The bits of a tile's scores that thread lm_th of the kernel holds (bit 4·j + e: accumulator
+// element e of score tile j, row 16·warp + g + 8·(e / 2), key 8·j + 2·tq + e % 2), for its
+// elements whose row half (e / 2) is lm_half or, with lm_half -1, both; in terms of lm_r0 (the
+// tile's first row), lm_rb (the rows' batch index base: lm_b * lm_seq) and lm_k0.
+std::string visible_bits_fn() {
+  return "  auto lm_visible = [&](int lm_th, int lm_half, long long lm_r0, long long lm_rb, long long lm_k0) -> unsigned {\n"
+         "    const int lm_vg = (lm_th & 31) >> 2, lm_vtq = lm_th & 3, lm_vr = 16 * (lm_th >> 5) + lm_vg;\n"
+         "    unsigned lm_bits = 0;\n"
+         "    #pragma unroll\n    for (int lm_h = 0; lm_h < 2; ++lm_h) {\n"
+         "      const long long lm_row = lm_r0 + lm_vr + 8 * lm_h;\n"
+         "      if ((lm_half >= 0 && lm_h != lm_half) || lm_row >= lm_seq) continue;\n"
+         "      const long long lm_base = lm_mask_row(lm_rb + lm_row);\n"
+         "      #pragma unroll\n      for (int lm_j = 0; lm_j < 8; ++lm_j)\n"
+         "        #pragma unroll\n        for (int lm_e = 0; lm_e < 2; ++lm_e) {\n"
+         "          const long long lm_key = lm_k0 + 8 * lm_j + 2 * lm_vtq + lm_e;\n"
+         "          if (lm_key < lm_keys && lm_mask_at(lm_base, lm_key) != 0) lm_bits |= 1u << (4 * lm_j + 2 * lm_h + lm_e);\n"
+         "        }\n    }\n    return lm_bits;\n  };\n";
+}
 
-// q's tile as bf16 hi and lo words: through q_row_index where it applies (four threads a row),
+// Words of the shared layout: q, one key tile and one value tile, each as hi words (and lo
+// words, unless hi_only).
+int64_t shared_words(const MmaDims& d, bool hi_only) {
+  return (hi_only ? 1 : 2) * (kTiledRows * qk_words(d.dk) + kTiledKeys * qk_words(d.dk) + d.dv * kVtWords);
+}
+
+// q's tile as bf16 hi (and lo) words: through q_row_index where it applies (four threads a row),
 // else through q's loader, element by element.
 std::string q_tile(const Node& n, DType t, int64_t dk, bool hi_only) {
   std::ostringstream s;
   if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk)) {
-    s << "  {\n    const int lm_row = threadIdx.x >> 2, lm_p0 = threadIdx.x & 3;\n"
+    s << "  #pragma unroll\n  for (int lm_h = 0; lm_h < lm_BM * 4 / " << kTiledMmaThreads << "; ++lm_h) {\n"
+      << "    const int lm_row = (threadIdx.x >> 2) + lm_h * " << kTiledMmaThreads / 4 << ", lm_p0 = threadIdx.x & 3;\n"
       << "    const bool lm_in = lm_r0 + lm_row < lm_seq;\n"
       << "    const long long lm_q = lm_b * lm_seq + lm_r0 + lm_row, lm_qb = lm_in ? " << c(*row) << " : 0;\n"
       << "    const " << storage_type(t) << "* lm_Q = (const " << storage_type(t) << "*)lm_in0 + lm_qb;\n"
@@ -107,219 +137,226 @@ std::optional<Expr> q_row_index(const View& v, int64_t dk) {
   return ix.index.substitute_index(Expr::index() * w).simplify();
 }
 
-// One block of 8 warps per (batch entry, tile of 64 query rows), walking the keys in tiles of
-// 64, as the CUDA-core kernel does. Warp w owns rows 16·(w % 4) .. +16 and keys 32·(w / 4) .. +32
-// of each tile: its scores are four m16n8 accumulator tiles, which are also, unchanged, the A
-// operand of its share of p·v (FlashAttention-2's register reuse), so probabilities never go
-// through shared memory. The two warps of a row group keep one running max (exchanged once per
-// tile through shared memory) and their own partial sums and outputs, added at the end.
+// One block of four warps per (batch entry, tile of 64 query rows), walking the keys in tiles of
+// 64. Warp w owns rows 16·w .. +16 and every key of a tile: its scores are eight m16n8
+// accumulator tiles, which are also, unchanged, the A operand of p·v (FlashAttention-2's register
+// reuse), so probabilities stay in registers and no warp waits on another for a row's maximum.
+// Fragments come from shared memory through ldmatrix, four 8x8 matrices an instruction.
 //
 // f32 operands are split into bf16 hi + lo and multiplied three times (hi·hi + hi·lo + lo·hi),
 // which keeps each product to about 2^-16 of its size; the CUDA-core kernel's products are
 // exact. With `hi_only` (bf16 activations) each operand is rounded to bf16 and multiplied once.
-// Masks, padding and the tile skipping follow the CUDA-core kernel. A tile's keys and values come
-// as the pre-pass's words through cp.async; with hi_only the lo areas hold the next tile, copied
-// while this one is multiplied. Two blocks share an SM, so one computes while the other waits.
+// Keys and values come as the pre-pass's words through cp.async into one key and one value
+// buffer, as FlashAttention-2 pipelines them: a tile's values are copied while its scores are
+// multiplied, the next tile's keys while its probabilities are made and multiplied. One buffer
+// each keeps the shared memory small enough for three blocks an SM with bf16 activations.
+//
+// The mask is read only through the pre-pass's summary: tiles it hides are skipped, tiles it
+// shows whole take every score, and a mixed tile's (a causal mask's diagonal) visible scores
+// are one word a thread. The summary is of batch entry 0's rows; a block whose rows' mask
+// bases differ from those (a mask that varies over the batch) reads the mask in every tile and
+// skips those it hides from every row.
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
   const std::optional<MmaDims> d = mma_dims(n, *kv);
   if (!d) return std::nullopt;
-  static_assert(kBlockThreads == 256 && kTiledRows == 64 && kTiledKeys == 64, "the warp layout below assumes these");
+  static_assert(kTiledMmaThreads == 128 && kTiledRows == 64 && kTiledKeys == 64, "the warp layout below assumes these");
   const ViewLayer* k = kv->k;
   const size_t r = kv->r;
   const DType t = dt[0];
+  const std::string parts = hi_only ? "1" : "2";
   std::ostringstream s;
   s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  extern __shared__ float lm_sh[];\n"
     << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ", lm_QPW = " << qk_words(d->dk) << ", lm_VPW = " << kVtWords << ";\n"
-    << "  constexpr int lm_BM = 64, lm_BN = 64, lm_NT = lm_DV / 8, lm_OW = lm_DV + 4;\n"
-    << "  unsigned* lm_qhi = (unsigned*)lm_sh;            // [BM][QPW]\n"
+    << "  constexpr int lm_BM = 64, lm_BN = 64, lm_NT = lm_DV / 8;\n"
+    << "  unsigned* lm_qhi = (unsigned*)lm_sh;  // [BM][QPW], then lo alike\n"
     << "  unsigned* lm_qlo = lm_qhi + lm_BM * lm_QPW;\n"
-    << "  unsigned* lm_khi = lm_qlo + lm_BM * lm_QPW;      // [BN][QPW]; at the end [BM][OW] floats\n"
+    << "  unsigned* lm_khi = lm_qhi + " << parts << " * lm_BM * lm_QPW;  // [BN][QPW], then lo alike\n"
     << "  unsigned* lm_klo = lm_khi + lm_BN * lm_QPW;\n"
-    << "  unsigned* lm_vhi = lm_khi + " << k_area_words(*d) << ";  // [DV][VPW]: values transposed\n"
+    << "  unsigned* lm_vhi = lm_khi + " << parts << " * lm_BN * lm_QPW;  // [DV][VPW]: values transposed; then lo alike\n"
     << "  unsigned* lm_vlo = lm_vhi + lm_DV * lm_VPW;\n"
-    << "  float* lm_red = (float*)(lm_vlo + lm_DV * lm_VPW);  // [2][BM]: each key half's row maxima, at the end partial sums\n"
-    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
-    << "  const long long lm_tiles = (lm_seq + lm_BM - 1) / lm_BM;\n"
-    << prep_sizes(n, r)
+    << "  const long long lm_keys = " << c(k->shape[r - 1]) << ";\n"
+    << prep_sizes(n, r, hi_only)
     << "  const unsigned* lm_prep = (const unsigned*)lm_out1;  // the pre-pass's words\n"
-    // Blocks go out longest first (the scheduler starts them in index order): all batch entries'
-    // last row tiles, which see the most keys under a causal mask, then the tiles before.
+    // Blocks go out row tile by row tile from the last (under a causal mask the longest).
     << "  const long long lm_nb = " << c(product_of(n.inputs[0].view.shape(), 0, r - 2)) << ";\n"
-    << "  const long long lm_b = blockIdx.x % lm_nb, lm_r0 = (lm_tiles - 1 - blockIdx.x / lm_nb) * lm_BM;\n"
-    << batch_coords(r)
+    << "  const long long lm_rt = lm_rtiles - 1 - blockIdx.x / lm_nb, lm_b = blockIdx.x % lm_nb, lm_r0 = lm_rt * lm_BM;\n"
     << q_tile(n, t, d->dk, hi_only)
-    // Lane (g, tq) of warp (rg, kh) holds rows ra and ra + 8 of the tile, and in each of its
-    // four score tiles j the keys 32·kh + 8·j + 2·tq and the one after.
+    // Lane (g, tq) of warp w holds rows ra and ra + 8 of the tile, and in score tile j the keys
+    // 8·j + 2·tq and the one after.
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_g = lm_lane >> 2, lm_tq = lm_lane & 3;\n"
-    << "  const int lm_rg = lm_warp & 3, lm_kh = lm_warp >> 2, lm_ra = 16 * lm_rg + lm_g;\n"
-    << tiled_rows_setup(dt, *kv, "2", "lm_ra + 8 * lm_a")
-    << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[lm_NT][4];\n"
-    << "  #pragma unroll\n  for (int lm_j = 0; lm_j < lm_NT; ++lm_j) lm_o[lm_j][0] = lm_o[lm_j][1] = lm_o[lm_j][2] = lm_o[lm_j][3] = 0.0f;\n"
-    // lm_visible(k0): this thread's visible scores of the tile at k0, bit 4·j + e for accumulator
-    // element e of score tile j (row ra + 8·(e / 2), key kb + 8·j + (e % 2)).
-    << "  auto lm_visible = [&](long long lm_k0) -> unsigned {\n"
-    << "    const long long lm_kb = lm_k0 + 32 * lm_kh + 2 * lm_tq;\n"
-    << "    unsigned lm_bits = 0;\n"
-    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j)\n"
-    << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "        const long long lm_key = lm_kb + 8 * lm_j + (lm_e & 1);\n"
-    << "        if (lm_live[lm_e >> 1] && lm_key < lm_keys && lm_mask_at(lm_mrow[lm_e >> 1], lm_key) != 0) lm_bits |= 1u << (4 * lm_j + lm_e);\n"
-    << "      }\n    return lm_bits;\n  };\n"
-    // The first tile from k0 on with a visible score anywhere in the block (lm_keys if none).
-    << "  auto lm_next = [&](long long lm_k0, unsigned& lm_bits) -> long long {\n"
-    << "    for (; lm_k0 < lm_keys; lm_k0 += lm_BN) {\n"
-    << "      lm_bits = lm_visible(lm_k0);\n"
-    << "      if (__syncthreads_or(lm_bits != 0)) break;\n    }\n"
-    << "    return lm_k0;\n  };\n"
-    // The tile's keys and values, split once for every block by the pre-pass: 16-byte copies
-    // into the shared layout (rows of lm_QPW words; values transposed, rows of lm_VPW words),
-    // through cp.async, one commit group. With hi_only the lo areas are a second buffer.
-    << "  auto lm_fetch = [&](long long lm_k0, int lm_to) {\n"
-    << "    const unsigned* lm_pk = lm_prep + (lm_b * lm_kpad + lm_k0) * (lm_DK / 2);\n"
-    << "    unsigned* lm_kd = lm_to ? lm_klo : lm_khi;\n    unsigned* lm_vd = lm_to ? lm_vlo : lm_vhi;\n"
-    << "    for (int lm_i = threadIdx.x; lm_i < lm_BN * (lm_DK / 8); lm_i += blockDim.x) {\n"
+    << "  const int lm_ra = 16 * lm_warp + lm_g;\n"
+    << "  bool lm_live[2], lm_same = true;\n"
+    << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "    const long long lm_row = lm_r0 + lm_ra + 8 * lm_a;\n"
+    << "    lm_live[lm_a] = lm_row < lm_seq;\n"
+    << "    if (lm_live[lm_a] && lm_mask_row(lm_b * lm_seq + lm_row) != lm_mask_row(lm_row)) lm_same = false;\n  }\n"
+    << "  const float lm_ninf = __int_as_float((int)0xff800000u), lm_log2e = " << float_lit(1.4426950408889634f) << ";\n"
+    << visible_bits_fn()
+    // The summary serves this block where its rows read the mask where batch entry 0's do.
+    << "  const bool lm_use = __syncthreads_and(lm_same);\n"
+    << "  const unsigned char* lm_sum = (const unsigned char*)(lm_prep + lm_kvwords) + lm_rt * lm_ktiles;\n"
+    << "  const unsigned* lm_bits = lm_prep + lm_bitwords + lm_rt * lm_ktiles * " << kTiledMmaThreads << " + threadIdx.x;\n"
+    << "  auto lm_next = [&](long long lm_t) -> long long {\n"
+    << "    if (lm_use) while (lm_t < lm_ktiles && lm_sum[lm_t] == 0) ++lm_t;\n"
+    << "    return lm_t;\n  };\n"
+    // A tile's keys (values): 16-byte copies of the pre-pass's words into the shared layout,
+    // one cp.async commit group.
+    << "  auto lm_fetch_k = [&](long long lm_t) {\n"
+    << "    const unsigned* lm_pk = lm_prep + (lm_b * lm_kpad + lm_t * lm_BN) * (lm_DK / 2);\n"
+    << "    #pragma unroll\n    for (int lm_i = threadIdx.x; lm_i < lm_BN * (lm_DK / 8); lm_i += " << kTiledMmaThreads << ") {\n"
     << "      const int lm_kk = lm_i / (lm_DK / 8), lm_c4 = 4 * (lm_i - lm_kk * (lm_DK / 8));\n"
-    << "      lm_cp_async16(lm_kd + lm_kk * lm_QPW + lm_c4, lm_pk + lm_kk * (lm_DK / 2) + lm_c4, true);\n"
+    << "      lm_cp_async16(lm_khi + lm_kk * lm_QPW + lm_c4, lm_pk + lm_kk * (lm_DK / 2) + lm_c4, true);\n"
     << (hi_only ? "" : "      lm_cp_async16(lm_klo + lm_kk * lm_QPW + lm_c4, lm_pk + lm_kw + lm_kk * (lm_DK / 2) + lm_c4, true);\n")
-    << "    }\n"
-    << "    const unsigned* lm_pv = lm_prep + " << (hi_only ? 1 : 2) << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_k0 / 2;\n"
-    << "    for (int lm_i = threadIdx.x; lm_i < lm_DV * (lm_BN / 8); lm_i += blockDim.x) {\n"
+    << "    }\n    lm_cp_async_commit();\n  };\n"
+    << "  auto lm_fetch_v = [&](long long lm_t) {\n"
+    << "    const unsigned* lm_pv = lm_prep + " << parts << " * lm_kw + lm_b * lm_DV * (lm_kpad / 2) + lm_t * (lm_BN / 2);\n"
+    << "    #pragma unroll\n    for (int lm_i = threadIdx.x; lm_i < lm_DV * (lm_BN / 8); lm_i += " << kTiledMmaThreads << ") {\n"
     << "      const int lm_cc = lm_i / (lm_BN / 8), lm_c4 = 4 * (lm_i - lm_cc * (lm_BN / 8));\n"
-    << "      lm_cp_async16(lm_vd + lm_cc * lm_VPW + lm_c4, lm_pv + lm_cc * (lm_kpad / 2) + lm_c4, true);\n"
+    << "      lm_cp_async16(lm_vhi + lm_cc * lm_VPW + lm_c4, lm_pv + lm_cc * (lm_kpad / 2) + lm_c4, true);\n"
     << (hi_only ? "" : "      lm_cp_async16(lm_vlo + lm_cc * lm_VPW + lm_c4, lm_pv + lm_vw + lm_cc * (lm_kpad / 2) + lm_c4, true);\n")
     << "    }\n    lm_cp_async_commit();\n  };\n"
-    // Each tile's copies are in flight while the tile before is multiplied (hi_only: two
-    // buffers). The tile after is guessed to be the next one (true of every causal row up to
-    // its diagonal) and its mask read before the products; a guess without a visible score
-    // costs a copy. (Its visibility bits are made at once, so the warps wait on those reads:
-    // docs/lessons.md, "Double-buffered tiles that changed nothing".)
-    << "  unsigned lm_vis = 0, lm_nvis = 0;\n"
-    << "  long long lm_k0 = lm_next(0, lm_vis);\n"
-    << "  int lm_buf = 0;\n"
-    << (hi_only ? "  if (lm_k0 < lm_keys) lm_fetch(lm_k0, 0);\n" : "")
-    << "  while (lm_k0 < lm_keys) {\n"
-    << "    long long lm_k1 = lm_k0 + lm_BN;\n"
-    << (hi_only ? "    if (lm_k1 < lm_keys) lm_fetch(lm_k1, lm_buf ^ 1);\n" : "    lm_fetch(lm_k0, 0);\n")
-    << "    lm_nvis = lm_k1 < lm_keys ? lm_visible(lm_k1) : 0u;\n"
-    << (hi_only ? "    if (lm_k1 < lm_keys) lm_cp_async_wait<1>(); else lm_cp_async_wait<0>();\n" : "    lm_cp_async_wait<0>();\n")
+    // ldmatrix addresses: lane l gives row l % 16 of the warp's 16 q rows at word 4·(l / 16) (the
+    // A fragment's four matrices), and key (or value column) 8·(l / 16) + l % 8 at word
+    // 4·(l / 8 % 2) (the B fragments of two adjacent n tiles).
+    << "  const int lm_qrow = (16 * lm_warp + (lm_lane & 15)) * lm_QPW + 4 * (lm_lane >> 4);\n"
+    << "  const int lm_brow = (lm_lane & 7) + ((lm_lane >> 4) << 3), lm_bw = 4 * ((lm_lane >> 3) & 1);\n"
+    << "  float lm_m[2] = {lm_ninf, lm_ninf}, lm_l[2] = {0.0f, 0.0f}, lm_o[lm_NT][4];\n"
+    << "  #pragma unroll\n  for (int lm_j = 0; lm_j < lm_NT; ++lm_j) lm_o[lm_j][0] = lm_o[lm_j][1] = lm_o[lm_j][2] = lm_o[lm_j][3] = 0.0f;\n"
+    << "  long long lm_t0 = lm_next(0);\n"
+    << "  if (lm_t0 < lm_ktiles) lm_fetch_k(lm_t0);\n"
+    << "  while (lm_t0 < lm_ktiles) {\n"
+    << "    const long long lm_t1 = lm_next(lm_t0 + 1);\n"
+    << "    const int lm_cls = lm_use ? lm_sum[lm_t0] : 2;\n"
+    << "    const unsigned lm_vis = lm_cls == 1 ? 0xffffffffu : lm_use ? lm_bits[lm_t0 * " << kTiledMmaThreads
+    << "] : lm_visible(threadIdx.x, -1, lm_r0, lm_b * lm_seq, lm_t0 * lm_BN);\n"
+    << "    lm_cp_async_wait<0>();\n"
+    // The tile's keys are in; every warp is done with the values before.
     << "    __syncthreads();\n"
-    << "    const unsigned* lm_kt = lm_buf ? lm_klo : lm_khi;\n    const unsigned* lm_vt = lm_buf ? lm_vlo : lm_vhi;\n"
-    << "    float lm_s[4][4];\n"
-    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
-    << "    #pragma unroll 2\n"
-    << "    for (int lm_pw = 0; lm_pw < lm_DK / 2; lm_pw += 8) {\n"
+    << "    if (!lm_use && !__syncthreads_or(lm_vis != 0)) {\n"
+    << "      lm_t0 = lm_t1;\n      if (lm_t0 < lm_ktiles) lm_fetch_k(lm_t0);\n      continue;\n    }\n"
+    << "    lm_fetch_v(lm_t0);\n"
+    << "    float lm_s[8][4];\n"
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 8; ++lm_j) lm_s[lm_j][0] = lm_s[lm_j][1] = lm_s[lm_j][2] = lm_s[lm_j][3] = 0.0f;\n"
+    << "    #pragma unroll\n    for (int lm_ks = 0; lm_ks < lm_DK / 16; ++lm_ks) {\n"
     << "      unsigned lm_ah[4]" << (hi_only ? "" : ", lm_al[4]") << ";\n"
-    << "      #pragma unroll\n      for (int lm_x = 0; lm_x < 4; ++lm_x) {\n"
-    << "        const int lm_w = (lm_ra + 8 * (lm_x & 1)) * lm_QPW + lm_pw + lm_tq + 4 * (lm_x >> 1);\n"
-    << "        lm_ah[lm_x] = lm_qhi[lm_w];\n" << (hi_only ? "" : "        lm_al[lm_x] = lm_qlo[lm_w];\n") << "      }\n"
-    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < 4; ++lm_j) {\n"
-    << "        const int lm_w = (32 * lm_kh + 8 * lm_j + lm_g) * lm_QPW + lm_pw + lm_tq;\n"
-    << (hi_only ? "        const unsigned lm_bh[2] = {lm_kt[lm_w], lm_kt[lm_w + 4]};\n"
-                : "        const unsigned lm_bh[2] = {lm_kt[lm_w], lm_kt[lm_w + 4]}, lm_bl[2] = {lm_klo[lm_w], lm_klo[lm_w + 4]};\n"
-                  "        lm_mma_bf16(lm_s[lm_j], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bl);\n")
-    << "        lm_mma_bf16(lm_s[lm_j], lm_ah, lm_bh);\n"
+    << "      lm_ldmatrix_x4(lm_ah, lm_qhi + lm_qrow + 8 * lm_ks);\n"
+    << (hi_only ? "" : "      lm_ldmatrix_x4(lm_al, lm_qlo + lm_qrow + 8 * lm_ks);\n")
+    << "      #pragma unroll\n      for (int lm_jp = 0; lm_jp < 4; ++lm_jp) {\n"
+    << "        const int lm_w = (16 * lm_jp + lm_brow) * lm_QPW + 8 * lm_ks + lm_bw;\n"
+    << "        unsigned lm_bh[4];\n        lm_ldmatrix_x4(lm_bh, lm_khi + lm_w);\n"
+    << (hi_only ? ""
+                : "        unsigned lm_bl[4];\n        lm_ldmatrix_x4(lm_bl, lm_klo + lm_w);\n"
+                  "        lm_mma_bf16(lm_s[2 * lm_jp], lm_al, lm_bh);\n        lm_mma_bf16(lm_s[2 * lm_jp], lm_ah, lm_bl);\n"
+                  "        lm_mma_bf16(lm_s[2 * lm_jp + 1], lm_al, lm_bh + 2);\n        lm_mma_bf16(lm_s[2 * lm_jp + 1], lm_ah, lm_bl + 2);\n")
+    << "        lm_mma_bf16(lm_s[2 * lm_jp], lm_ah, lm_bh);\n        lm_mma_bf16(lm_s[2 * lm_jp + 1], lm_ah, lm_bh + 2);\n"
     << "      }\n    }\n"
-    // Scale and mask; each row's max over this warp's keys (its quad of lanes), then over both
-    // key halves through shared memory.
-    << "    float lm_tmax[2] = {lm_ninf, lm_ninf};\n"
-    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j)\n"
-    << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "        lm_s[lm_j][lm_e] = (lm_vis >> (4 * lm_j + lm_e)) & 1u ? " << convert("lm_s[lm_j][lm_e]", DType::F32, t) << " * " << float_lit(n.constant)
-    << " : lm_ninf;\n"
-    << "        lm_tmax[lm_e >> 1] = lm_fmax_nan(lm_tmax[lm_e >> 1], lm_s[lm_j][lm_e]);\n      }\n"
-    << "    #pragma unroll\n    for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
-    << "      lm_tmax[lm_a] = lm_fmax_nan(lm_tmax[lm_a], __shfl_xor_sync(0xffffffffu, lm_tmax[lm_a], 1));\n"
-    << "      lm_tmax[lm_a] = lm_fmax_nan(lm_tmax[lm_a], __shfl_xor_sync(0xffffffffu, lm_tmax[lm_a], 2));\n"
-    << "      if (lm_tq == 0) lm_red[lm_kh * lm_BM + lm_ra + 8 * lm_a] = lm_tmax[lm_a];\n    }\n"
+    // Every warp is done with the keys: the next tile's go in while this one's probabilities are
+    // made and multiplied.
     << "    __syncthreads();\n"
-    << "    float lm_alpha[2], lm_mn[2];\n"
+    << "    if (lm_t1 < lm_ktiles) lm_fetch_k(lm_t1);\n"
+    // Scale and mask; each row's max over the tile (its quad of lanes).
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 8; ++lm_j)\n"
+    << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) lm_s[lm_j][lm_e] = " << convert("lm_s[lm_j][lm_e]", DType::F32, t) << " * "
+    << float_lit(n.constant) << ";\n"
+    << "    if (lm_vis != 0xffffffffu) {\n"
+    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < 8; ++lm_j)\n"
+    << "        #pragma unroll\n        for (int lm_e = 0; lm_e < 4; ++lm_e)\n"
+    << "          if (!((lm_vis >> (4 * lm_j + lm_e)) & 1u)) lm_s[lm_j][lm_e] = lm_ninf;\n    }\n"
+    << "    float lm_tmax[2] = {lm_ninf, lm_ninf};\n"
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 8; ++lm_j)\n"
+    << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) lm_tmax[lm_e >> 1] = lm_max_nan(lm_tmax[lm_e >> 1], lm_s[lm_j][lm_e]);\n"
+    // exp2(x·log2e − m·log2e) as one FMA and ex2: hidden scores (−inf) give 0, and a row with
+    // nothing visible yet subtracts 0, not −inf.
+    << "    float lm_alpha[2], lm_nm[2];\n"
     << "    #pragma unroll\n    for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
-    << "      lm_mn[lm_a] = lm_fmax_nan(lm_m[lm_a], lm_fmax_nan(lm_tmax[lm_a], lm_red[(lm_kh ^ 1) * lm_BM + lm_ra + 8 * lm_a]));\n"
-    << "      lm_alpha[lm_a] = lm_m[lm_a] == lm_ninf ? 0.0f : exp2f((lm_m[lm_a] + lm_mn[lm_a] * -1.0f) * lm_log2e);\n"
-    << "      lm_m[lm_a] = lm_mn[lm_a];\n      lm_l[lm_a] *= lm_alpha[lm_a];\n    }\n"
-    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 4; ++lm_j)\n"
+    << "      lm_tmax[lm_a] = lm_max_nan(lm_tmax[lm_a], __shfl_xor_sync(0xffffffffu, lm_tmax[lm_a], 1));\n"
+    << "      lm_tmax[lm_a] = lm_max_nan(lm_tmax[lm_a], __shfl_xor_sync(0xffffffffu, lm_tmax[lm_a], 2));\n"
+    << "      const float lm_mn = lm_max_nan(lm_m[lm_a], lm_tmax[lm_a]);\n"
+    << "      lm_alpha[lm_a] = lm_m[lm_a] == lm_ninf ? 0.0f : exp2f((lm_m[lm_a] + lm_mn * -1.0f) * lm_log2e);\n"
+    << "      lm_m[lm_a] = lm_mn;\n      lm_l[lm_a] *= lm_alpha[lm_a];\n"
+    << "      lm_nm[lm_a] = lm_mn == lm_ninf ? 0.0f : lm_mn * -lm_log2e;\n    }\n"
+    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < 8; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "        const float lm_x = lm_s[lm_j][lm_e];\n"
-    << "        lm_s[lm_j][lm_e] = lm_x == lm_ninf ? 0.0f : exp2f((lm_x + lm_mn[lm_e >> 1] * -1.0f) * lm_log2e);\n"
+    << "        lm_s[lm_j][lm_e] = exp2f(fmaf(lm_s[lm_j][lm_e], lm_log2e, lm_nm[lm_e >> 1]));\n"
     << "        lm_l[lm_e >> 1] += lm_s[lm_j][lm_e];\n      }\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
     << "      lm_o[lm_j][0] *= lm_alpha[0]; lm_o[lm_j][1] *= lm_alpha[0]; lm_o[lm_j][2] *= lm_alpha[1]; lm_o[lm_j][3] *= lm_alpha[1];\n    }\n"
-    // out += p·v over this warp's 32 keys: two k16 steps, score tiles 2·ks and 2·ks + 1 as A.
-    << "    #pragma unroll\n    for (int lm_ks = 0; lm_ks < 2; ++lm_ks) {\n"
+    // The values are in (the next keys may still be in flight).
+    << "    if (lm_t1 < lm_ktiles) lm_cp_async_wait<1>(); else lm_cp_async_wait<0>();\n"
+    << "    __syncthreads();\n"
+    // out += p·v: four k16 steps of keys, score tiles 2·ks and 2·ks + 1 as A.
+    << "    #pragma unroll\n    for (int lm_ks = 0; lm_ks < 4; ++lm_ks) {\n"
     << "      unsigned lm_ph[4]" << (hi_only ? "" : ", lm_pl[4]") << ";\n"
     << "      " << to_words(hi_only, "lm_s[2 * lm_ks][0]", "lm_s[2 * lm_ks][1]", "lm_ph[0]", "lm_pl[0]") << "\n"
     << "      " << to_words(hi_only, "lm_s[2 * lm_ks][2]", "lm_s[2 * lm_ks][3]", "lm_ph[1]", "lm_pl[1]") << "\n"
     << "      " << to_words(hi_only, "lm_s[2 * lm_ks + 1][0]", "lm_s[2 * lm_ks + 1][1]", "lm_ph[2]", "lm_pl[2]") << "\n"
     << "      " << to_words(hi_only, "lm_s[2 * lm_ks + 1][2]", "lm_s[2 * lm_ks + 1][3]", "lm_ph[3]", "lm_pl[3]") << "\n"
-    << "      #pragma unroll\n      for (int lm_j = 0; lm_j < lm_NT; ++lm_j) {\n"
-    << "        const int lm_w = (8 * lm_j + lm_g) * lm_VPW + 16 * lm_kh + 8 * lm_ks + lm_tq;\n"
-    << (hi_only ? "        const unsigned lm_bh[2] = {lm_vt[lm_w], lm_vt[lm_w + 4]};\n"
-                : "        const unsigned lm_bh[2] = {lm_vt[lm_w], lm_vt[lm_w + 4]}, lm_bl[2] = {lm_vlo[lm_w], lm_vlo[lm_w + 4]};\n"
-                  "        lm_mma_bf16(lm_o[lm_j], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bl);\n")
-    << "        lm_mma_bf16(lm_o[lm_j], lm_ph, lm_bh);\n"
+    << "      #pragma unroll\n      for (int lm_jp = 0; lm_jp < lm_NT / 2; ++lm_jp) {\n"
+    << "        const int lm_w = (16 * lm_jp + lm_brow) * lm_VPW + 8 * lm_ks + lm_bw;\n"
+    << "        unsigned lm_bh[4];\n        lm_ldmatrix_x4(lm_bh, lm_vhi + lm_w);\n"
+    << (hi_only ? ""
+                : "        unsigned lm_bl[4];\n        lm_ldmatrix_x4(lm_bl, lm_vlo + lm_w);\n"
+                  "        lm_mma_bf16(lm_o[2 * lm_jp], lm_pl, lm_bh);\n        lm_mma_bf16(lm_o[2 * lm_jp], lm_ph, lm_bl);\n"
+                  "        lm_mma_bf16(lm_o[2 * lm_jp + 1], lm_pl, lm_bh + 2);\n        lm_mma_bf16(lm_o[2 * lm_jp + 1], lm_ph, lm_bl + 2);\n")
+    << "        lm_mma_bf16(lm_o[2 * lm_jp], lm_ph, lm_bh);\n        lm_mma_bf16(lm_o[2 * lm_jp + 1], lm_ph, lm_bh + 2);\n"
     << "      }\n    }\n"
-    // The guess had no visible score: the next tile with one (the barrier also ends this
-    // tile's reads of the buffer that tile then fills).
-    << "    if (lm_k1 < lm_keys && !__syncthreads_or(lm_nvis != 0)) {\n"
-    << (hi_only ? "      lm_cp_async_wait<0>();  // the guess's copies land before its buffer takes another tile\n" : "")
-    << "      lm_k1 = lm_next(lm_k1 + lm_BN, lm_nvis);\n"
-    << (hi_only ? "      if (lm_k1 < lm_keys) lm_fetch(lm_k1, lm_buf ^ 1);\n" : "")
-    << "    }\n"
-    << "    lm_k0 = lm_k1;\n    lm_vis = lm_nvis;\n"
-    << (hi_only ? "    lm_buf ^= 1;\n" : "")
+    << "    lm_t0 = lm_t1;\n"
     << "  }\n"
-    // The key halves' partial sums and outputs: the second half's through shared memory.
     << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
     << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 1);\n"
-    << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 2);\n  }\n"
-    << "  float* lm_ox = (float*)lm_khi;\n"
-    << "  __syncthreads();\n"
-    << "  if (lm_kh == 1) {\n"
-    << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j)\n"
-    << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 4; ++lm_e)\n"
-    << "        lm_ox[(lm_ra + 8 * (lm_e >> 1)) * lm_OW + 8 * lm_j + 2 * lm_tq + (lm_e & 1)] = lm_o[lm_j][lm_e];\n"
-    << "    if (lm_tq == 0) { lm_red[lm_ra] = lm_l[0]; lm_red[lm_ra + 8] = lm_l[1]; }\n  }\n"
-    << "  __syncthreads();\n"
-    << "  if (lm_kh == 1) return;\n"
-    << "  #pragma unroll\n  for (int lm_a = 0; lm_a < 2; ++lm_a) {\n"
+    << "    lm_l[lm_a] += __shfl_xor_sync(0xffffffffu, lm_l[lm_a], 2);\n"
     << "    if (!lm_live[lm_a]) continue;\n"
-    << "    const int lm_rt = lm_ra + 8 * lm_a;\n"
-    << "    const long long lm_row = lm_b * lm_seq + lm_r0 + lm_rt;\n"
-    << "    const float lm_inv = 1.0f / (lm_l[lm_a] + lm_red[lm_rt]);\n"
+    << "    const long long lm_row = lm_b * lm_seq + lm_r0 + lm_ra + 8 * lm_a;\n"
+    << "    const float lm_inv = 1.0f / lm_l[lm_a];\n"
     << "    #pragma unroll\n    for (int lm_j = 0; lm_j < lm_NT; ++lm_j)\n"
     << "      #pragma unroll\n      for (int lm_e = 0; lm_e < 2; ++lm_e) {\n"
     << "        const int lm_col = 8 * lm_j + 2 * lm_tq + lm_e;\n"
-    << "        const float lm_x = (lm_o[lm_j][2 * lm_a + lm_e] + lm_ox[lm_rt * lm_OW + lm_col]) * lm_inv;\n"
-    << "        ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_DV + lm_col] = " << store(out_dtype, convert("lm_x", DType::F32, out_dtype))
-    << ";\n      }\n  }\n";
+    << "        ((" << storage_type(out_dtype) << "*)lm_out)[lm_row * lm_DV + lm_col] = "
+    << store(out_dtype, convert("lm_o[lm_j][2 * lm_a + lm_e] * lm_inv", DType::F32, out_dtype)) << ";\n      }\n  }\n";
   return s.str();
 }
 
-// Two blocks per (batch entry, tile of kTiledKeys keys), the keys' and the values' (a prefill
-// has few KV heads: one block for both left most SMs idle): their bf16 words (see
-// prep_sizes), through the same strided reads the kernel did itself before: four lanes per
-// key, each every fourth pair of head-dim elements; eight lanes per pair of keys (values), each
-// every eighth column. Keys past the cached length are zeros, keys the view masks its pad value.
+// Blocks of the pre-pass: two per (batch entry, tile of kTiledKeys keys), the keys' and the
+// values' (a prefill has few KV heads: one block for both left most SMs idle), their bf16 words
+// (see prep_sizes), through strided reads: four lanes per key, each every fourth pair of
+// head-dim elements; eight lanes per pair of keys (values), each every eighth column. Keys past
+// the cached length are zeros, keys the view masks its pad value. Then one block per (row tile,
+// key tile) of batch entry 0 for the mask's summary and visible scores (see prep_sizes).
 std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::vector<DType>& dt, bool hi_only) {
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
   const std::optional<MmaDims> d = mma_dims(n, *kv);
   if (!d) return std::nullopt;
+  static_assert(kBlockThreads == 2 * kTiledMmaThreads, "the summary's threads below assume these");
   const ViewLayer *k = kv->k, *v = kv->v;
   const size_t r = kv->r;
   const std::string kpad = value_lit(n.inputs[1].view.pad_value(), dt[1]), vpad = value_lit(n.inputs[2].view.pad_value(), dt[2]);
   const std::string ks = storage_type(dt[1]), vs = storage_type(dt[2]);
   std::ostringstream s;
-  s << batch_shape_fn(*k, r)
+  s << batch_shape_fn(*k, r) << mask_reader(n, dt[3], k->shape[r - 1])
     << "  constexpr int lm_DK = " << d->dk << ", lm_DV = " << d->dv << ";\n"
     << "  constexpr int lm_KI = lm_DK / 8, lm_VI = lm_DV / 8;  // pairs a thread converts\n"
     << "  const long long lm_keys = " << c(k->shape[r - 1]) << ";\n"
-    << prep_sizes(n, r)
-    << "  const long long lm_kt = lm_kpad / " << kTiledKeys << ", lm_blk = blockIdx.x >> 1;\n"
-    << "  const long long lm_b = lm_blk / lm_kt, lm_k0 = (lm_blk - lm_b * lm_kt) * " << kTiledKeys << ";\n"
+    << prep_sizes(n, r, hi_only)
+    << "  const long long lm_kvblocks = 2 * " << c(product_of(n.inputs[0].view.shape(), 0, r - 2)) << " * lm_ktiles;\n"
+    << visible_bits_fn()
+    // Threads th and th + 128 take the kernel's thread th's visible scores of rows ra and ra + 8.
+    << "  if (blockIdx.x >= lm_kvblocks) {\n"
+    << "    __shared__ unsigned lm_upper[" << kTiledMmaThreads << "];\n"
+    << "    const long long lm_i = blockIdx.x - lm_kvblocks, lm_rt = lm_i / lm_ktiles, lm_k0 = (lm_i - lm_rt * lm_ktiles) * " << kTiledKeys << ";\n"
+    << "    const int lm_th = threadIdx.x % " << kTiledMmaThreads << ", lm_half = threadIdx.x / " << kTiledMmaThreads << ";\n"
+    << "    const unsigned lm_v = lm_visible(lm_th, lm_half, lm_rt * " << kTiledRows << ", 0, lm_k0);\n"
+    << "    const bool lm_any = __syncthreads_or(lm_v != 0), lm_all = __syncthreads_and(lm_v == (lm_half ? 0xccccccccu : 0x33333333u));\n"
+    << "    if (lm_half) lm_upper[lm_th] = lm_v;\n"
+    << "    __syncthreads();\n"
+    << "    if (!lm_half) ((unsigned*)lm_out)[lm_bitwords + lm_i * " << kTiledMmaThreads << " + lm_th] = lm_v | lm_upper[lm_th];\n"
+    << "    if (threadIdx.x == 0) ((unsigned char*)((unsigned*)lm_out + lm_kvwords))[lm_i] = lm_any ? (lm_all ? 1 : 2) : 0;\n"
+    << "    return;\n  }\n"
+    << "  const long long lm_blk = blockIdx.x >> 1;\n"
+    << "  const long long lm_b = lm_blk / lm_ktiles, lm_k0 = (lm_blk - lm_b * lm_ktiles) * " << kTiledKeys << ";\n"
     << batch_coords(r)
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"
@@ -346,17 +383,36 @@ std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::ve
   return s.str();
 }
 
+namespace {
+
+Expr row_tiles(const Node& n) {
+  const size_t r = n.inputs[0].view.rank();
+  return ceil_div(n.inputs[0].view.shape()[r - 2], Expr(kTiledRows));
+}
+Expr key_tiles(const Node& n) {
+  const size_t r = n.inputs[0].view.rank();
+  return ceil_div(n.inputs[1].view.shape()[r - 1], Expr(kTiledKeys));
+}
+
+}  // namespace
+
 Expr tiled_attention_mma_prep_words(const Node& n, bool hi_only) {
   const size_t r = n.inputs[0].view.rank();
   const int64_t dk = *n.inputs[0].view.shape()[r - 1].as_const(), dv = *n.inputs[2].view.shape()[r - 1].as_const();
-  const Expr kpad = ceil_div(n.inputs[1].view.shape()[r - 1], Expr(kTiledKeys)) * Expr(kTiledKeys);
-  return product_of(n.inputs[0].view.shape(), 0, r - 2) * kpad * Expr((dk / 2 + dv / 2) * (hi_only ? 1 : 2));
+  const Expr kpad = key_tiles(n) * Expr(kTiledKeys);
+  return product_of(n.inputs[0].view.shape(), 0, r - 2) * kpad * Expr((dk / 2 + dv / 2) * (hi_only ? 1 : 2)) +
+         ceil_div(row_tiles(n) * key_tiles(n), Expr(4)) + row_tiles(n) * key_tiles(n) * Expr(kTiledMmaThreads);
 }
 
-Expr tiled_attention_mma_shared_bytes(const Node& n) {
+Expr tiled_attention_mma_prep_blocks(const Node& n) {
+  const size_t r = n.inputs[0].view.rank();
+  return (Expr(2) * product_of(n.inputs[0].view.shape(), 0, r - 2) + row_tiles(n)) * key_tiles(n);
+}
+
+Expr tiled_attention_mma_shared_bytes(const Node& n, bool hi_only) {
   const size_t r = n.inputs[0].view.rank();
   const MmaDims d{*n.inputs[0].view.shape()[r - 1].as_const(), *n.inputs[2].view.shape()[r - 1].as_const()};
-  return Expr((2 * kTiledRows * qk_words(d.dk) + k_area_words(d) + 2 * d.dv * kVtWords + 2 * kTiledRows) * 4);
+  return Expr(shared_words(d, hi_only) * 4);
 }
 
 }  // namespace luminal::cuda::gen

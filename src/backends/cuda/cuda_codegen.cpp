@@ -297,6 +297,17 @@ __device__ __forceinline__ int32_t lm_f2i(float f) {
 __device__ __forceinline__ int32_t lm_imod(int32_t x, int32_t y) { return (y == 0 || y == -1) ? 0 : x % y; }
 // Max that propagates NaN, like ReduceAcc.
 __device__ __forceinline__ float lm_fmax_nan(float a, float b) { return (a != a) ? a : ((b != b || b > a) ? b : a); }
+// The same in one instruction on sm_80 and newer (NaN if either is; the sign of a zero maximum
+// may differ), for the tensor-core kernels' running maxima.
+__device__ __forceinline__ float lm_max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return lm_fmax_nan(a, b);
+#endif
+}
 // Every thread of the block gets f over all threads' values (blockDim.x a multiple of 32).
 template <class T, class F>
 __device__ T lm_block_reduce(T v, F f) {
@@ -669,15 +680,16 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
         if (auto mma = tiled_attention_mma(n, dts, n.dtype, options.bf16_activations)) {
-          // Two blocks an SM (128 registers a thread, a few spilled; 169 for one): one block's
-          // warps compute while the other's wait at a barrier or for a tile. On the H200, 8B
-          // prefill attention took 3.68 ms with two, 4.35 with one.
+          // Four warps a block; three blocks an SM with bf16 activations (53 KB of shared memory
+          // each), two otherwise (106 KB).
           w.set_extra_outputs(1);  // the pre-pass's words
-          r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n), Expr(0), 2);
+          const int per_sm = options.bf16_activations ? 3 : 2;
+          r.tiled_mma = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *mma, functions, "", gen::kTiledMmaThreads, per_sm),
+                               Launch::Grid::Rows, blocks, tiled_attention_mma_shared_bytes(n, options.bf16_activations)};
+          r.tiled_mma->threads = gen::kTiledMmaThreads;
           w.set_extra_outputs(0);
           r.tiled_mma->tensor_cores = true;
-          r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations),
-                                       Expr(2) * product_of(q, 0, rank - 2) * ceil_div(keys, Expr(kTiledKeys)), Expr(0));
+          r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations), tiled_attention_mma_prep_blocks(n), Expr(0));
           r.tiled_mma_prep->tensor_cores = true;
           r.tiled_mma_words = tiled_attention_mma_prep_words(n, options.bf16_activations);
         }

@@ -142,17 +142,21 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
 constexpr int kTiledRows = 64, kTiledKeys = 64, kTiledMaxHeadDim = 256, kTiledMinRows = 8;
 std::optional<std::string> tiled_attention(const Node& n, const std::vector<DType>& dt, DType out_dtype);
 Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
-// The same on the tensor cores (cuda_attention_mma_codegen.cpp), for key head dims that are
-// multiples of 16 and value head dims that are multiples of 8 up to kTiledMmaMaxValueDim (its
-// outputs live in registers). `hi_only`: operands as one bf16 part, one product each
+// The same on the tensor cores (cuda_attention_mma_codegen.cpp), for head dims that are
+// multiples of 16, value head dims up to kTiledMmaMaxValueDim (its outputs live in registers).
+// Blocks of kTiledMmaThreads threads. `hi_only`: operands as one bf16 part, one product each
 // (CodegenOptions::bf16_activations).
-constexpr int kTiledMmaMaxValueDim = 128;
+constexpr int kTiledMmaMaxValueDim = 128, kTiledMmaThreads = 128;
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only = false);
-Expr tiled_attention_mma_shared_bytes(const Node& n);  // only where tiled_attention_mma gave a kernel
-// Its pre-pass (where it gave a kernel): the keys and values as the bf16 words its tiles hold,
-// split once for all of the kernel's blocks, into a scratch of tiled_attention_mma_prep_words
-// 32-bit words, which the kernel then reads as its extra output lm_out1.
+// Only where tiled_attention_mma gave a kernel:
+Expr tiled_attention_mma_shared_bytes(const Node& n, bool hi_only = false);
+// Its pre-pass: the keys and values as the bf16 words its tiles hold, split once for all of the
+// kernel's blocks, and a summary of the mask a byte per tile of rows and keys (which tiles it
+// hides, shows whole or mixes), into a scratch of tiled_attention_mma_prep_words 32-bit words
+// that the kernel then reads as its extra output lm_out1; tiled_attention_mma_prep_blocks
+// blocks of kBlockThreads.
 std::optional<std::string> tiled_attention_mma_prep(const Node& n, const std::vector<DType>& dt, bool hi_only = false);
 Expr tiled_attention_mma_prep_words(const Node& n, bool hi_only = false);
+Expr tiled_attention_mma_prep_blocks(const Node& n);
 
 }  // namespace luminal::cuda::gen
