@@ -680,13 +680,10 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         r.tiled_keys = keys;
         r.tiled_min_rows = kTiledMinRows;
         if (auto mma = tiled_attention_mma(n, dts, n.dtype, options.bf16_activations)) {
-          // Four warps a block; three blocks an SM with bf16 activations (53 KB of shared memory
-          // each), two otherwise (106 KB).
+          // Two blocks an SM (128 registers a thread): one block's warps compute while the
+          // other's wait at a barrier or for a tile.
           w.set_extra_outputs(1);  // the pre-pass's words
-          const int per_sm = options.bf16_activations ? 3 : 2;
-          r.tiled_mma = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *mma, functions, "", gen::kTiledMmaThreads, per_sm),
-                               Launch::Grid::Rows, blocks, tiled_attention_mma_shared_bytes(n, options.bf16_activations)};
-          r.tiled_mma->threads = gen::kTiledMmaThreads;
+          r.tiled_mma = per_block(*mma, blocks, tiled_attention_mma_shared_bytes(n, options.bf16_activations), Expr(0), 2);
           w.set_extra_outputs(0);
           r.tiled_mma->tensor_cores = true;
           r.tiled_mma_prep = per_block(*tiled_attention_mma_prep(n, dts, options.bf16_activations), tiled_attention_mma_prep_blocks(n), Expr(0));

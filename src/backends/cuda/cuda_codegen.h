@@ -40,8 +40,6 @@ struct Launch {
   // A tensor-core schedule (mma.sync on bf16, sm_80 on): the executor offers it only on such
   // devices, and not with CudaOptions::tensor_cores off.
   bool tensor_cores = false;
-  // A Grid::Rows launch's threads a block, where not kBlockThreads (0).
-  int threads = 0;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and

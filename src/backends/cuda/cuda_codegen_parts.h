@@ -144,9 +144,9 @@ std::optional<std::string> tiled_attention(const Node& n, const std::vector<DTyp
 Expr tiled_attention_shared_bytes(const Node& n);  // only where tiled_attention gave a kernel
 // The same on the tensor cores (cuda_attention_mma_codegen.cpp), for head dims that are
 // multiples of 16, value head dims up to kTiledMmaMaxValueDim (its outputs live in registers).
-// Blocks of kTiledMmaThreads threads. `hi_only`: operands as one bf16 part, one product each
+// Blocks of kTiledMmaThreads (kBlockThreads) threads. `hi_only`: operands as one bf16 part, one product each
 // (CodegenOptions::bf16_activations).
-constexpr int kTiledMmaMaxValueDim = 128, kTiledMmaThreads = 128;
+constexpr int kTiledMmaMaxValueDim = 128, kTiledMmaThreads = 256;
 std::optional<std::string> tiled_attention_mma(const Node& n, const std::vector<DType>& dt, DType out_dtype, bool hi_only = false);
 // Only where tiled_attention_mma gave a kernel:
 Expr tiled_attention_mma_shared_bytes(const Node& n, bool hi_only = false);

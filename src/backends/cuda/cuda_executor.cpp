@@ -415,7 +415,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
                 std::to_string(ctx_.info().max_shared_per_block) + " (attention over too many keys: use a smaller --context)");
   if (blocks > 0x7fffffff) throw Error("CUDA backend: too many blocks for one launch");
-  int64_t threads = l.threads > 0 ? l.threads : kBlockThreads;
+  int64_t threads = kBlockThreads;
   if (l.grid == Launch::Grid::Rows && !l.row_length.is_const(0))  // about four of the row's elements a thread
     threads = std::clamp<int64_t>((eval(l.row_length) + 127) / 128 * 32, 32, kRowMaxThreads);
   ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), static_cast<size_t>(shared), args.data(),
