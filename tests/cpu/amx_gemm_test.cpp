@@ -58,8 +58,8 @@ TEST(AmxGemm, MatchesTheDoubleProduct) {
   check(130, 96, 2048, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool, false); });
   check(300, 320, 1024, [&](const WeightGemm& g) { amx_weight_gemm(g, &pool3, false); });
   check(300, 320, 1024, [](const WeightGemm& g) { amx_weight_gemm(g, nullptr, true); }, true);
-  // Through weight_gemm, which takes AMX from 16 rows when the shape fits.
-  for (int64_t m : {16, 17, 64}) check(m, 64, 96, [&](const WeightGemm& g) { weight_gemm(g, &pool); });
+  // Through weight_gemm, which takes AMX from 8 rows when the shape fits.
+  for (int64_t m : {8, 12, 16, 17, 64}) check(m, 64, 96, [&](const WeightGemm& g) { weight_gemm(g, &pool); });
 }
 
 // LUMINAL_CPU_BF16_ACTIVATIONS' mode: exactly the product of A rounded to bf16 (to f32 sums).

@@ -91,13 +91,23 @@ TEST_P(FixtureModel, Bf16ActivationsStayNearTransformers) {
   ASSERT_EQ(a.size(), b.size());
   const size_t vocab = static_cast<size_t>(rounded.config().vocab);
   double worst = 0, moved = 0;
-  for (size_t p = 0; p < ref.logits.size(); ++p)
-    for (size_t v = 0; v < vocab; ++v) worst = std::max(worst, std::abs(double(b[p * vocab + v]) - ref.logits[p][v]));
+  int far = 0;  // positions more than 0.1 from transformers
+  for (size_t p = 0; p < ref.logits.size(); ++p) {
+    double at = 0;
+    for (size_t v = 0; v < vocab; ++v) at = std::max(at, std::abs(double(b[p * vocab + v]) - ref.logits[p][v]));
+    worst = std::max(worst, at);
+    far += at > 0.1;
+  }
   for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::abs(double(a[i]) - b[i]));
   // The fixtures' logits reach about 2.8; bf16 rounding of every product's activations over a
-  // few layers moved them by up to 0.046 on the cpu (gemma4-moe-tiny). A wrong product moves
-  // them by the logits' own size.
-  EXPECT_LE(worst, 0.1) << name();
+  // few layers moves them by up to 0.055 (gemma4-moe-tiny on the cpu). A wrong product moves
+  // every position by about the logits' own size. In an MoE a token whose top experts are nearly
+  // tied may choose another once its activations are rounded: gemma4-moe-tiny's position 8 moved
+  // 0.39 when its experts' products of 8-15 tokens went to AMX (the other positions stayed within
+  // 0.055, and the f32-faithful run within 1.2e-4), so an MoE may have one such position.
+  const bool moe = name().find("moe") != std::string::npos || name().find("mixtral") != std::string::npos;
+  EXPECT_LE(far, moe ? 1 : 0) << name() << ": positions more than 0.1 from transformers (worst " << worst << ")";
+  EXPECT_LE(worst, moe ? 1.0 : 0.1) << name();
   const bool rounds = backend == "cuda" || cpu::amx_available();
   if (rounds) EXPECT_GT(moved, 1e-5) << name() << ": the option did not reach the matrix products";
   else EXPECT_EQ(moved, 0.0) << name() << ": without AMX the cpu backend keeps f32 activations";

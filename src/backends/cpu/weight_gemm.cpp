@@ -21,6 +21,11 @@ namespace {
 // bytes per flop, are no less memory-bound. For gemm_nn, the row loop stays ahead on small
 // attention blocks (measured with 2 threads on 4096², 1024², 576×1536 and k = 64 shapes).
 constexpr int64_t kPackedMinRowsBF16 = 16, kPackedMinRowsF32 = 16, kPackedNNMinRows = 16, kPackedNNMinK = 128;
+// From 8 rows a bf16 GEMM goes to AMX where it fits: the few-row AVX2 path is compute-bound there
+// (4096² bf16, 2 threads, three alternating runs: 8 rows 3.8-4.6 ms against 2.9-4.6 on AMX, 12
+// rows 5.4-6.8 against 3.0-4.1), while below 5 rows it streams W faster than AMX's 32 strided
+// W rows a panel do (2 rows 1.6-2.0 ms against 2.7-3.1).
+constexpr int64_t kAmxMinRows = 8;
 
 inline float bf16_value(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
@@ -115,7 +120,7 @@ __attribute__((target("avx2,fma"))) void gemv_rows4(const WeightGemm& g, int64_t
   for (; j < n1; ++j) g.c[j] = dot_row(x, static_cast<const uint8_t*>(g.w) + j * ldw * es, g.w_dtype, k);
 }
 
-// A few rows of A (2 <= m < the packed GEMM's threshold, in slices of kFewMaxRows): still a
+// A few rows of A (2 <= m < the packed GEMM's threshold, or AMX's where it takes them; in slices of kFewMaxRows): still a
 // stream over W, so W must be read from memory once, in several streams. Four W rows at a time, k in chunks of kFewChunk:
 // the chunk of W (2 KB in bf16) stays in L1 while every pair of A rows passes over it, and the
 // partial sums wait in `acc` between chunks. The first pass prefetches the next four rows, as
@@ -274,7 +279,7 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
     throw Error(std::string("weight_gemm: weights must be f32 or bf16, got ") + dtype_name(g.w_dtype));
   if (g.m <= 0 || g.n <= 0) return;
   // AMX tiles where the CPU has them: bf16 weights only (f32 ones would need splitting too).
-  if (g.m >= kPackedMinRowsBF16 && amx_fits(g) && amx_available()) return amx_weight_gemm(g, pool, g.bf16_activations || amx_bf16_activations());
+  if (g.m >= kAmxMinRows && amx_fits(g) && amx_available()) return amx_weight_gemm(g, pool, g.bf16_activations || amx_bf16_activations());
   if (g.m >= (g.w_dtype == DType::BF16 ? kPackedMinRowsBF16 : kPackedMinRowsF32) && weight_gemm_has_avx2())
     return packed_weight_gemm(g, pool);
   auto rows = [&](int64_t n0, int64_t n1) {
