@@ -794,6 +794,30 @@ TEST(CudaCodegen, PrefillAttentionHasATensorCoreKernel) {
   }
 }
 
+// Runs attention graph `g` on the reference and on `cuda` with inputs `in` at (seq, past) and
+// checks the largest difference of "out" against the mode's bound. With bf16 activations the
+// truth reads the f32 inputs (q, k, v) rounded to bf16, as the kernel does; what it rounds further
+// (the probabilities, 2^-8 of each at most) is the bound: values are within [-2, 2], so an output
+// (the probabilities' weighted mean of values) moves by at most 2 * 2^-8. The tensor cores'
+// f32-faithful products split each operand into bf16 hi + lo (about 2^-16 a product).
+void expect_attention_near_reference(const Graph& g, CudaExecutor& cuda, const std::map<std::string, Buffer>& in, bool tc, bool bf16,
+                                     int64_t seq, int64_t past, const std::string& what) {
+  Interpreter ref(g);
+  for (const auto& [name, b] : in) {
+    ref.set_input(name, bf16 && b.dtype() == DType::F32 ? b.cast(DType::BF16).cast(DType::F32) : b);
+    cuda.set_input(name, b);
+  }
+  ref.set_dim("seq", seq), ref.set_dim("past", past);
+  cuda.set_dim("seq", seq), cuda.set_dim("past", past);
+  ref.run();
+  cuda.run();
+  Buffer want = ref.output("out"), got = cuda.output("out");
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
+  EXPECT_LE(worst, bf16 ? 2 * 0x1p-8 + 1e-5 : tc ? 2e-4 : 2e-5) << what << " seq=" << seq << " past=" << past;
+}
+
 // The tiled prefill kernels, on the tensor cores and on CUDA cores, against the reference: row
 // counts below, at and past a 64-row tile, keys past the rows (a cached prefix). The tensor-core
 // products split f32 into bf16 hi + lo (about 2^-16 a product), so the tolerance is wider than
@@ -809,27 +833,10 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
       const bool tc = mode != 1, bf16 = mode == 2;
       CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc, .bf16_activations = bf16});
       for (auto [seq, past] : {std::pair<int64_t, int64_t>{8, 0}, {37, 5}, {64, 0}, {130, 3}, {200, 56}}) {
-        Interpreter ref(g);
-        std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, d}, 21)},
-                                         {"k", testing::random_buffer(DType::F32, {2, 512, d}, 22)},
-                                         {"v", testing::random_buffer(DType::F32, {2, 512, d}, 23)}};
-        for (auto& [name, b] : in) {
-          // With bf16 activations the truth reads q, k and v rounded to bf16, as the kernel does;
-          // what it rounds further (the probabilities, about 2^-9 each) is the tolerance.
-          ref.set_input(name, bf16 ? b.cast(DType::BF16).cast(DType::F32) : b);
-          cuda.set_input(name, b);
-        }
-        ref.set_dim("seq", seq), ref.set_dim("past", past);
-        cuda.set_dim("seq", seq), cuda.set_dim("past", past);
-        ref.run();
-        cuda.run();
-        Buffer want = ref.output("out"), got = cuda.output("out");
-        ASSERT_EQ(want.shape(), got.shape());
-        double worst = 0;
-        for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
-        // Values are within [-2, 2]; rounding a probability to bf16 moves it by at most 2^-8 of
-        // itself, so an output (the probabilities' weighted mean of values) by at most 2 * 2^-8.
-        EXPECT_LE(worst, bf16 ? 2 * 0x1p-8 + 1e-5 : tc ? 2e-4 : 2e-5) << "d=" << d << " mode " << mode << " seq=" << seq << " past=" << past;
+        const std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, d}, 21)},
+                                               {"k", testing::random_buffer(DType::F32, {2, 512, d}, 22)},
+                                               {"v", testing::random_buffer(DType::F32, {2, 512, d}, 23)}};
+        expect_attention_near_reference(g, cuda, in, tc, bf16, seq, past, "d=" + std::to_string(d) + " mode " + std::to_string(mode));
       }
     }
   }
@@ -871,25 +878,11 @@ TEST(CudaBackend, PrefillAttentionWithAMaskThatVariesOverTheBatch) {
             const bool hole = (i * 7 + j * 3 + b * 5) % 11 == 0 || (b == 1 && i > 100 && j >= 64 && j < 128);
             mask.set((b * seq + i) * total + j, j <= i + past && (j == 0 || !hole) ? 1.0 : 0.0);
           }
-      Interpreter ref(g);
-      std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, 64}, 41)},
-                                       {"k", testing::random_buffer(DType::F32, {2, 512, 64}, 42)},
-                                       {"v", testing::random_buffer(DType::F32, {2, 512, 64}, 43)}};
-      for (auto& [name, b] : in) {
-        ref.set_input(name, bf16 ? b.cast(DType::BF16).cast(DType::F32) : b);
-        cuda.set_input(name, b);
-      }
-      ref.set_input("mask", mask);
-      cuda.set_input("mask", mask);
-      ref.set_dim("seq", seq), ref.set_dim("past", past);
-      cuda.set_dim("seq", seq), cuda.set_dim("past", past);
-      ref.run();
-      cuda.run();
-      Buffer want = ref.output("out"), got = cuda.output("out");
-      ASSERT_EQ(want.shape(), got.shape());
-      double worst = 0;
-      for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
-      EXPECT_LE(worst, bf16 ? 2 * 0x1p-8 + 1e-5 : tc ? 2e-4 : 2e-5) << "mode " << mode << " seq=" << seq << " past=" << past;
+      const std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, 64}, 41)},
+                                             {"k", testing::random_buffer(DType::F32, {2, 512, 64}, 42)},
+                                             {"v", testing::random_buffer(DType::F32, {2, 512, 64}, 43)},
+                                             {"mask", mask}};
+      expect_attention_near_reference(g, cuda, in, tc, bf16, seq, past, "mode " + std::to_string(mode));
     }
   }
 }

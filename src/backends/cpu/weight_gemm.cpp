@@ -120,8 +120,9 @@ __attribute__((target("avx2,fma"))) void gemv_rows4(const WeightGemm& g, int64_t
   for (; j < n1; ++j) g.c[j] = dot_row(x, static_cast<const uint8_t*>(g.w) + j * ldw * es, g.w_dtype, k);
 }
 
-// A few rows of A (2 <= m < the packed GEMM's threshold, or AMX's where it takes them; in slices of kFewMaxRows): still a
-// stream over W, so W must be read from memory once, in several streams. Four W rows at a time, k in chunks of kFewChunk:
+// A few rows of A (2 <= m < the packed GEMM's threshold, or AMX's where it takes them; in
+// slices of kFewMaxRows): still a stream over W, so W must be read from memory once, in several
+// streams. Four W rows at a time, k in chunks of kFewChunk:
 // the chunk of W (2 KB in bf16) stays in L1 while every pair of A rows passes over it, and the
 // partial sums wait in `acc` between chunks. The first pass prefetches the next four rows, as
 // the GEMV does. 4×2 tiles of 8 accumulators plus 4 W and 2 A registers fit AVX2's 16.
