@@ -14,7 +14,7 @@
 # (LUMINAL_CUDA_OVERLAP=0; they are on by default). MODELS: where the random models are written
 # (default /tmp; the 61 GB qwen3-30b-a3b fits in /dev/shm, not on the 64 GiB disk). LAYERS: fewer
 # layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS). AB_ENV: environment
-# overrides for a second benchmark run in the same call (an A/B). NCU_KERNEL: a regex of kernel
+# overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
 # names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench).
 set -uo pipefail
 BIN=${BIN:-build-dev}
@@ -76,12 +76,16 @@ if [ -n "${BF16:-}" ]; then
 fi
 if [ -n "${AB_ENV:-}" ]; then
   # The same benchmark with environment overrides (e.g. AB_ENV="LUMINAL_CUDA_WORDS=0"), for an
-  # A/B in one call; with BF16, in both activation modes.
-  for MODE in f32 ${BF16:+bf16}; do
-    echo "== luminal --backend cuda --activations $MODE with $AB_ENV [${SECONDS}s]"
-    env $AB_ENV "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
-      --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab_${MODE}_$ARCH.txt" 2>&1
-    grep -v "^luminal cuda:" "$OUT/bench_ab_${MODE}_$ARCH.txt" | tail -n 40
+  # A/B in one call; several sets separated by ';' run in turn. With BF16, in both activation
+  # modes (AB_MODES to choose: "f32" for a decode-only comparison).
+  IFS=';' read -ra AB_SETS <<< "$AB_ENV"
+  for I in "${!AB_SETS[@]}"; do
+  for MODE in ${AB_MODES:-f32 ${BF16:+bf16}}; do
+    echo "== luminal --backend cuda --activations $MODE with ${AB_SETS[$I]} [${SECONDS}s]"
+    env ${AB_SETS[$I]} "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
+      --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" 2>&1
+    grep -v "^luminal cuda:" "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" | tail -n ${AB_LINES:-40}
+  done
   done
 fi
 if [ -n "${NCU_KERNEL:-}" ]; then
