@@ -100,7 +100,7 @@ struct Plan {
 struct State {
   std::mutex mu;
   Handle handle = nullptr;
-  DevicePtr workspace = 0;
+  DevicePtr workspace = 0, side_workspace = 0;  // one per stream: concurrent calls must not share one
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans;
 };
 
@@ -113,8 +113,14 @@ State& state() {
 
 std::string cublaslt_unavailable_reason() { return loaded().error; }
 
+bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.plans.count(std::make_tuple(t == DType::BF16 ? kR16BF : kR32F, m, n, k, lda, ldw, ldc)) > 0;
+}
+
 void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr w, int64_t ldw, DevicePtr c, int64_t ldc,
-                     int64_t m, int64_t n, int64_t k, bool accumulate) {
+                     int64_t m, int64_t n, int64_t k, bool accumulate, bool side) {
   if (!cublaslt_unavailable_reason().empty()) throw Error("cannot run a matmul on cuBLASLt: " + cublaslt_unavailable_reason());
   if (t != DType::BF16 && t != DType::F32) throw Error("cublaslt_linear: operands must be bf16 or f32");
   const Api& api = loaded().api;
@@ -128,6 +134,7 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
   auto key = std::make_tuple(type, m, n, k, lda, ldw, ldc);
   auto it = st.plans.find(key);
   if (it == st.plans.end()) {
+    side = false;  // timed on the main stream, and run there this once
     // Column-major view of row-major data: C becomes Cᵀ [n, m] with leading dim ldc, W [n, k]
     // becomes a [k, n] matrix (ld ldw) taken transposed, A [m, k] a [k, m] matrix (ld lda).
     Plan p;
@@ -187,9 +194,11 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
   }
   const Plan& p = it->second;
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  if (side && !st.side_workspace) st.side_workspace = ctx.alloc(kWorkspaceBytes);
   check(api.cublasLtMatmul(st.handle, p.desc, &one, reinterpret_cast<const void*>(w), p.a, reinterpret_cast<const void*>(a), p.b,
                            &beta, reinterpret_cast<const void*>(c), p.c, reinterpret_cast<void*>(c), p.c, &p.algo,
-                           reinterpret_cast<void*>(st.workspace), kWorkspaceBytes, ctx.stream()),
+                           reinterpret_cast<void*>(side ? st.side_workspace : st.workspace), kWorkspaceBytes,
+                           side ? ctx.side_stream() : ctx.stream()),
         "cublasLtMatmul");
 }
 

@@ -41,6 +41,7 @@ struct Api {
   CUresult (*cuMemsetD8Async)(DevicePtr, unsigned char, size_t, Handle);
   CUresult (*cuStreamCreate)(Handle*, unsigned);
   CUresult (*cuStreamSynchronize)(Handle);
+  CUresult (*cuStreamWaitEvent)(Handle, Handle, unsigned);
   CUresult (*cuModuleLoadData)(Handle*, const void*);
   CUresult (*cuModuleGetFunction)(Handle*, Handle, const char*);
   CUresult (*cuModuleUnload)(Handle);
@@ -97,6 +98,7 @@ const Loaded& loaded() {
     bind(lib, a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", e), bind(lib, a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", e);
     bind(lib, a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", e), bind(lib, a.cuMemsetD8Async, "cuMemsetD8Async", e);
     bind(lib, a.cuStreamCreate, "cuStreamCreate", e), bind(lib, a.cuStreamSynchronize, "cuStreamSynchronize", e);
+    bind(lib, a.cuStreamWaitEvent, "cuStreamWaitEvent", e);
     bind(lib, a.cuModuleLoadData, "cuModuleLoadData", e), bind(lib, a.cuModuleGetFunction, "cuModuleGetFunction", e);
     bind(lib, a.cuModuleUnload, "cuModuleUnload", e), bind(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", e);
     bind(lib, a.cuLaunchKernel, "cuLaunchKernel", e);
@@ -247,6 +249,26 @@ void Context::fill_zero(DevicePtr dst, size_t bytes) {
 }
 
 void Context::synchronize() { check(api().cuStreamSynchronize(stream_), "cuStreamSynchronize (a kernel failed)"); }
+
+void* Context::side_stream() {
+  if (!side_) {
+    check(api().cuStreamCreate(&side_, 1 /* non-blocking */), "cuStreamCreate");
+    check(api().cuEventCreate(&forked_, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+    check(api().cuEventCreate(&joined_, 2), "cuEventCreate");
+  }
+  return side_;
+}
+
+void Context::fork() {
+  side_stream();
+  check(api().cuEventRecord(forked_, stream_), "cuEventRecord");
+  check(api().cuStreamWaitEvent(side_, forked_, 0), "cuStreamWaitEvent");
+}
+
+void Context::join() {
+  check(api().cuEventRecord(joined_, side_), "cuEventRecord");
+  check(api().cuStreamWaitEvent(stream_, joined_, 0), "cuStreamWaitEvent");
+}
 
 size_t Context::free_memory() const {
   size_t free = 0, total = 0;

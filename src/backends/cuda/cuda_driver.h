@@ -50,6 +50,13 @@ class Context {
   void synchronize();
   size_t free_memory() const;
   void* stream() const { return stream_; }  // a CUstream, for libraries (cuBLASLt)
+  // A second stream, for library calls that may run beside the main stream's (a linear group's
+  // GEMMs, each too small to fill the GPU). fork(): what the side stream does next waits for
+  // everything queued on the main stream so far; join(): what the main stream does next waits
+  // for everything queued on the side stream.
+  void* side_stream();
+  void fork();
+  void join();
 
   // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
   // `overlap`: a programmatic dependent launch (Hopper on): the kernel may start while the one
@@ -83,6 +90,7 @@ class Context {
   friend class Module;
   void* context_ = nullptr;
   void* stream_ = nullptr;
+  void *side_ = nullptr, *forked_ = nullptr, *joined_ = nullptr;
   DeviceInfo info_;
   void* staging_ = nullptr;  // page-locked host memory for large downloads
   size_t staging_bytes_ = 0;

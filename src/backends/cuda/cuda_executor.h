@@ -83,6 +83,12 @@ struct CudaOptions {
   // sum) adds into that value's buffer (the GEMM's beta = 1), and the Add costs nothing. The sum
   // rounds once where the reference rounds twice. Also LUMINAL_CUDA_FOLD=0.
   bool fold_residuals = true;
+  // A linear group on the library (q/k/v, gate/up of a prefill) runs its first member's GEMM on
+  // the main stream and the others' beside it on a side stream: on the H200, k and v of a
+  // 512-token Llama-3-8B prefill took 17.5 us each at 245 TFLOPS (32 tiles, a quarter of the
+  // SMs) where q took 29.4 at 587. Off until measured on the device (session 22 ran out of
+  // device time); LUMINAL_CUDA_CONCURRENT_GEMMS=1 (or 0).
+  bool concurrent_group_gemms = false;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -240,7 +246,9 @@ class CudaExecutor {
   };
   Bf16Activations take_bf16(int64_t m, int64_t k);  // hi, and lo unless bf16_activations
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
-  void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false);
+  // `side`: on the context's side stream (between a fork and a join), where the shape allows.
+  void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false,
+                 bool side = false);
   void give_back(Bf16Activations& a);
   // A producer with NodeKernels::words stores them when every reader is a linear layer that
   // this run takes to the library with the producer's whole value as its [m, k] activations:
