@@ -824,7 +824,7 @@ void expect_attention_near_reference(const Graph& g, CudaExecutor& cuda, const s
 
 // The tiled prefill kernels, on the tensor cores and on CUDA cores, against the reference: row
 // counts below, at and past a 64-row tile, keys past the rows (a cached prefix), rows that see
-// 4 to 8 key tiles (the tensor-core kernel splits those over two blocks). The tensor-core
+// 4 to 8 key tiles (a causal prefill's long rows). The tensor-core
 // products split f32 into bf16 hi + lo (about 2^-16 a product), so the tolerance is wider than
 // the CUDA cores' exact products need.
 TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {

@@ -104,6 +104,12 @@ struct State {
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans;
 };
 
+// A shape's entry in State::plans.
+std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> plan_key(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m,
+                                                                                int64_t n, int64_t k) {
+  return std::make_tuple(t == DType::BF16 ? kR16BF : kR32F, m, n, k, lda, ldw, ldc);
+}
+
 State& state() {
   static State s;
   return s;
@@ -116,7 +122,7 @@ std::string cublaslt_unavailable_reason() { return loaded().error; }
 bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  return st.plans.count(std::make_tuple(t == DType::BF16 ? kR16BF : kR32F, m, n, k, lda, ldw, ldc)) > 0;
+  return st.plans.count(plan_key(t, lda, ldw, ldc, m, n, k)) > 0;
 }
 
 void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr w, int64_t ldw, DevicePtr c, int64_t ldc,
@@ -131,7 +137,7 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
     st.workspace = ctx.alloc(kWorkspaceBytes);
   }
   const int type = t == DType::BF16 ? kR16BF : kR32F;
-  auto key = std::make_tuple(type, m, n, k, lda, ldw, ldc);
+  auto key = plan_key(t, lda, ldw, ldc, m, n, k);
   auto it = st.plans.find(key);
   if (it == st.plans.end()) {
     side = false;  // timed on the main stream, and run there this once

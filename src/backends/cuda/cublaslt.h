@@ -15,14 +15,14 @@ std::string cublaslt_unavailable_reason();
 
 // C[m, n] (+)= A[m, k] · Wᵀ for W [n, k]; all row-major with the given row strides (elements).
 // A and W share dtype `t`: bf16 (f32 accumulation) or f32 (full f32 math, no TF32). C is f32;
-// `accumulate` adds to it. Runs on the context's stream; algorithms come from cuBLASLt's
+// `accumulate` adds to it. Runs on the context's stream, or with `side` on its side stream
+// (with its own workspace) once the shape's algorithm is chosen; algorithms come from cuBLASLt's
 // heuristic, cached per shape; from 64 rows, the fastest of its first eight, timed on the first
-// call of a shape (which synchronizes: never while a CUDA graph records).
-// Whether the shape's algorithm is already chosen (a call may then go to the side stream).
-bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k);
-// `side`: on the context's side stream (with its own workspace), once the shape's algorithm is
-// chosen (its first call is timed on the main stream, so it runs there).
+// call of a shape (which synchronizes: never while a CUDA graph records), on the main stream.
 void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr w, int64_t ldw, DevicePtr c, int64_t ldc,
                      int64_t m, int64_t n, int64_t k, bool accumulate = false, bool side = false);
+// Whether cublaslt_linear has chosen the algorithm for this shape (a call may then go to the
+// side stream).
+bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k);
 
 }  // namespace luminal::cuda
