@@ -583,8 +583,8 @@ TEST(CudaBackend, LinearLayerOnTensorCores) {
 // Sibling linear layers with bf16 weights (grouped: one GEMV for few rows; for many, the
 // activations converted once and each member's GEMM on cuBLASLt), f32-faithful and with bf16
 // activations, against double-precision products of the (rounded) operands. With
-// concurrent_group_gemms the later members go to the side stream once their shapes are timed,
-// so the last size runs twice.
+// concurrent_group_gemms (1: always, -1: timed per shape, 0: never) the later members go to the
+// side stream once their shapes are timed, so the last size runs twice.
 TEST(CudaBackend, SiblingLinearLayersMatchTheirProducts) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
   const int64_t k = 64;
@@ -596,8 +596,9 @@ TEST(CudaBackend, SiblingLinearLayersMatchTheirProducts) {
     linear(a, cast(w, DType::F32), std::nullopt).output("y" + std::to_string(i));
   }
   Graph plan = compiled(g);
-  for (int mode = 0; mode < 4; ++mode) {
-    const bool bf16 = mode % 2 == 1, concurrent = mode >= 2;
+  for (int mode = 0; mode < 6; ++mode) {
+    const bool bf16 = mode % 2 == 1;
+    const int concurrent = mode / 2 == 0 ? 0 : mode / 2 == 1 ? 1 : -1;
     CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16, .concurrent_group_gemms = concurrent});
     uint32_t seed = 41;  // new values each run: a stale output would not match
     for (int64_t m : {3, 16, 100, 100}) {

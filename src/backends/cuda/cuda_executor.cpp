@@ -164,7 +164,8 @@ void CudaExecutor::read_env_options() {
   if (words && std::string(words) == "0") options_.store_words = false;
   const char* fold = std::getenv("LUMINAL_CUDA_FOLD");
   if (fold && std::string(fold) == "0") options_.fold_residuals = false;
-  if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS")) options_.concurrent_group_gemms = std::string(concurrent) != "0";
+  if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
+    options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
 
 void CudaExecutor::clear_graphs() {
@@ -848,15 +849,8 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
     used_library_ = true;
     auto stored = words_.find(producer);
     Bf16Activations a = stored != words_.end() ? stored->second : to_bf16(*kernels_.per_node[g.members[0]]->linear, activations);
-    // The first member on the main stream, the others on the side stream beside it: alone, k and
-    // v of a 512-token Llama-3-8B prefill are 32 tiles each, a quarter of the H200's SMs.
-    const bool side = options_.concurrent_group_gemms && !profiling_;
-    if (side) ctx_.fork();
-    for (size_t i = 0; i < g.members.size(); ++i) {
-      g.pending.push_back(take(DType::F32, concrete(graph_.node(g.members[i]).shape)));
-      bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending.back().ptr, false, side && i > 0);
-    }
-    if (side) ctx_.join();  // before the activations go back to the pool
+    for (NodeId m : g.members) g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));
+    group_gemms(g, a, group_concurrent(g, a, capturing));
     if (stored == words_.end()) give_back(a);
     return;
   }
@@ -868,6 +862,62 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
   const DevicePtr out = g.pending[0].ptr;
   const size_t v = variant(g.kernels, g.function, g.alternatives, out, in, capturing);
   launch(v == 0 ? g.kernels.launches[0] : g.kernels.alternatives[v - 1], g.kernels, v == 0 ? g.function : g.alternatives[v - 1], out, in);
+}
+
+void CudaExecutor::group_gemms(LinearGroup& g, const Bf16Activations& a, bool side) {
+  if (side) ctx_.fork();
+  for (size_t i = 0; i < g.members.size(); ++i)
+    bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending[i].ptr, false, side && i > 0);
+  if (side) ctx_.join();  // before the activations go back to the pool
+}
+
+bool CudaExecutor::group_concurrent(LinearGroup& g, const Bf16Activations& a, bool capturing) {
+  if (options_.concurrent_group_gemms >= 0) return options_.concurrent_group_gemms == 1 && !profiling_;
+  if (profiling_) return false;  // launches timed one by one
+  std::vector<int64_t> key;
+  for (NodeId m : g.members) {
+    const LinearOperands& l = *kernels_.per_node[m]->linear;
+    const int64_t rows = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k);
+    // Until every member's algorithm is chosen (their first, timed, calls), side by side would
+    // put those timings on the main stream anyway: serial, and no decision yet.
+    if (!cublaslt_ready(DType::BF16, k, eval_true(l.w_row_stride), n, rows, n, k)) return false;
+    if (key.empty()) key.push_back(rows);
+    key.push_back(k);
+    key.push_back(n);
+  }
+  if (auto it = concurrent_chosen_.find(key); it != concurrent_chosen_.end()) return it->second;
+  if (capturing) return false;  // no timing while a graph is recorded
+  // Both ways, alternated after a warm-up each, five times; the medians decide. The weights
+  // are evicted from L2 before each (a prefill reads them cold). Every run writes the same
+  // outputs, so the last one leaves the right values.
+  Context::Timer timer(ctx_);
+  DevicePtr flush = 0;
+  if (ctx_.free_memory() > 2 * kL2FlushBytes) {
+    try {
+      flush = ctx_.alloc(kL2FlushBytes);
+    } catch (const Error&) {
+      flush = 0;
+    }
+  }
+  std::vector<double> ms[2];
+  group_gemms(g, a, false);
+  group_gemms(g, a, true);
+  for (int t = 0; t < 5; ++t)
+    for (int side = 0; side < 2; ++side) {
+      if (flush) ctx_.fill_zero(flush, kL2FlushBytes);
+      timer.start();
+      group_gemms(g, a, side == 1);
+      ms[side].push_back(timer.stop_ms());
+    }
+  if (flush) ctx_.free(flush);
+  for (auto& v : ms) std::sort(v.begin(), v.end());
+  const bool side = ms[1][2] < ms[0][2];
+  if (const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG"); e && std::string(e) == "1")
+    std::fprintf(stderr, "luminal cuda: linear group of %zu (rows %lld): serial %d us, side by side %d us -> %s\n", g.members.size(),
+                 static_cast<long long>(key[0]), static_cast<int>(ms[0][2] * 1000 + 0.5), static_cast<int>(ms[1][2] * 1000 + 0.5),
+                 side ? "side by side" : "serial");
+  concurrent_chosen_[key] = side;
+  return side;
 }
 
 bool CudaExecutor::use_tiled(const NodeKernels& k) {

@@ -83,12 +83,13 @@ struct CudaOptions {
   // sum) adds into that value's buffer (the GEMM's beta = 1), and the Add costs nothing. The sum
   // rounds once where the reference rounds twice. Also LUMINAL_CUDA_FOLD=0.
   bool fold_residuals = true;
-  // A linear group on the library (q/k/v, gate/up of a prefill) runs its first member's GEMM on
-  // the main stream and the others' beside it on a side stream: on the H200, k and v of a
-  // 512-token Llama-3-8B prefill took 17.5 us each at 245 TFLOPS (32 tiles, a quarter of the
-  // SMs) where q took 29.4 at 587. Off until measured on the device (session 22 ran out of
-  // device time); LUMINAL_CUDA_CONCURRENT_GEMMS=1 (or 0).
-  bool concurrent_group_gemms = false;
+  // A linear group on the library (q/k/v, gate/up of a prefill) may run its first member's GEMM
+  // on the main stream and the others' beside it on a side stream. On the H200 (session 23,
+  // 512-token Llama-3-8B prefill) that was ~1 ms faster f32-faithful (two products a member) and
+  // 0.1-0.3 ms slower with bf16 activations, so by default (-1) each group shape is timed both
+  // ways on its first planned run and keeps the faster; 0 never, 1 always.
+  // Also LUMINAL_CUDA_CONCURRENT_GEMMS=0/1.
+  int concurrent_group_gemms = -1;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -220,6 +221,7 @@ class CudaExecutor {
   bool group_usable(LinearGroup& g);  // also decides g.on_library
   void run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing);
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
+  std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
@@ -247,6 +249,9 @@ class CudaExecutor {
   Bf16Activations take_bf16(int64_t m, int64_t k);  // hi, and lo unless bf16_activations
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
   // `side`: on the context's side stream (between a fork and a join), where the shape allows.
+  // Whether a library group's GEMMs run side by side (options_.concurrent_group_gemms), by shape.
+  bool group_concurrent(LinearGroup& g, const Bf16Activations& a, bool capturing);
+  void group_gemms(LinearGroup& g, const Bf16Activations& a, bool side);
   void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false,
                  bool side = false);
   void give_back(Bf16Activations& a);
