@@ -734,6 +734,44 @@ TEST(CudaBackend, ResidualSumsFoldIntoTheirGemm) {
     }
 }
 
+// Attention's heads merged back into rows ([heads, s, d] as [s, heads * d]) are a view of two
+// layers, so a linear layer copies them into a contiguous scratch first; at s = 1 the view reads
+// its source in order and the copy is skipped. Against the reference interpreter either way,
+// including the recorded and replayed graphs.
+TEST(CudaBackend, MergedHeadsOfOneRowSkipTheScratchCopy) {
+  const int64_t heads = 4, d = 32, n = 40;
+  const Expr s = Expr::var("s");
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr(heads), s, Expr(d)});
+  Tensor w = input(g, "w", DType::BF16, {n, heads * d});
+  linear(a.permute({1, 0, 2}).reshape({s, Expr(heads * d)}), cast(w, DType::F32), std::nullopt).output("y");
+  Graph plan = compiled(g);
+  const PlanKernels kernels = generate_plan_kernels(plan);
+  int scratch_linear = 0;
+  for (const auto& k : kernels.per_node) scratch_linear += k && k->linear && k->linear->a_from_scratch;
+  ASSERT_EQ(scratch_linear, 1);  // the case this test is about
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  CudaExecutor cuda(plan, "", CudaOptions{});
+  uint32_t seed = 70;
+  for (int64_t sv : {1, 3, 1}) {
+    Interpreter ref(plan);
+    const Buffer ab = testing::random_buffer(DType::F32, {heads, sv, d}, seed++), wb = testing::random_buffer(DType::BF16, {n, heads * d}, 71);
+    ref.set_input("a", ab);
+    ref.set_input("w", wb);
+    cuda.set_input("a", ab);
+    cuda.set_input("w", wb);
+    ref.run();
+    const int64_t before = cuda.scratch_copies_skipped();
+    for (int rep = 0; rep < 3; ++rep) {
+      cuda.run();
+      expect_close(ref.output("y"), cuda.output("y"), "s=" + std::to_string(sv) + " run " + std::to_string(rep + 1));
+    }
+    // Runs that are not replays go through the executor's loop (the first two of a new s).
+    if (sv == 3) EXPECT_EQ(cuda.scratch_copies_skipped() - before, 0);
+    if (sv == 1 && seed == 71) EXPECT_EQ(cuda.scratch_copies_skipped() - before, 2);
+  }
+}
+
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
 // heads per KV head in the rows of one batch entry; two KV heads).
 Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {
@@ -830,8 +868,11 @@ void expect_attention_near_reference(const Graph& g, CudaExecutor& cuda, const s
 // the CUDA cores' exact products need.
 TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  // Group 2 (Qwen3-0.6B), 4 (Llama-3-8B) and 8 (Qwen3-30B-A3B) query heads a KV head.
+  for (int64_t group : {2, 4, 8})
   for (int64_t d : {64, 128}) {
-    Graph g = prefill_attention_graph(d);
+    if (group > 2 && d == 64) continue;
+    Graph g = prefill_attention_graph(d, 512, group);
     Graph plan = compiled(g);
     ASSERT_EQ(count_kernels(plan, "Attention"), 1);
     // Tensor cores f32-faithful, CUDA cores, tensor cores with bf16 activations.
@@ -839,10 +880,11 @@ TEST(CudaBackend, PrefillAttentionOnTensorCoresMatchesTheReference) {
       const bool tc = mode != 1, bf16 = mode == 2;
       CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = tc, .bf16_activations = bf16});
       for (auto [seq, past] : {std::pair<int64_t, int64_t>{8, 0}, {37, 5}, {64, 0}, {130, 3}, {200, 56}, {300, 200}}) {
-        const std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, 2 * seq, d}, 21)},
+        const std::map<std::string, Buffer> in{{"q", testing::random_buffer(DType::F32, {2, group * seq, d}, 21)},
                                                {"k", testing::random_buffer(DType::F32, {2, 512, d}, 22)},
                                                {"v", testing::random_buffer(DType::F32, {2, 512, d}, 23)}};
-        expect_attention_near_reference(g, cuda, in, tc, bf16, seq, past, "d=" + std::to_string(d) + " mode " + std::to_string(mode));
+        expect_attention_near_reference(g, cuda, in, tc, bf16, seq, past,
+                                        "group " + std::to_string(group) + " d=" + std::to_string(d) + " mode " + std::to_string(mode));
       }
     }
   }
