@@ -734,44 +734,6 @@ TEST(CudaBackend, ResidualSumsFoldIntoTheirGemm) {
     }
 }
 
-// Attention's heads merged back into rows ([heads, s, d] as [s, heads * d]) are a view of two
-// layers, so a linear layer copies them into a contiguous scratch first; at s = 1 the view reads
-// its source in order and the copy is skipped. Against the reference interpreter either way,
-// including the recorded and replayed graphs.
-TEST(CudaBackend, MergedHeadsOfOneRowSkipTheScratchCopy) {
-  const int64_t heads = 4, d = 32, n = 40;
-  const Expr s = Expr::var("s");
-  Graph g;
-  Tensor a = input(g, "a", DType::F32, {Expr(heads), s, Expr(d)});
-  Tensor w = input(g, "w", DType::BF16, {n, heads * d});
-  linear(a.permute({1, 0, 2}).reshape({s, Expr(heads * d)}), cast(w, DType::F32), std::nullopt).output("y");
-  Graph plan = compiled(g);
-  const PlanKernels kernels = generate_plan_kernels(plan);
-  int scratch_linear = 0;
-  for (const auto& k : kernels.per_node) scratch_linear += k && k->linear && k->linear->a_from_scratch;
-  ASSERT_EQ(scratch_linear, 1);  // the case this test is about
-  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  CudaExecutor cuda(plan, "", CudaOptions{});
-  uint32_t seed = 70;
-  for (int64_t sv : {1, 3, 1}) {
-    Interpreter ref(plan);
-    const Buffer ab = testing::random_buffer(DType::F32, {heads, sv, d}, seed++), wb = testing::random_buffer(DType::BF16, {n, heads * d}, 71);
-    ref.set_input("a", ab);
-    ref.set_input("w", wb);
-    cuda.set_input("a", ab);
-    cuda.set_input("w", wb);
-    ref.run();
-    const int64_t before = cuda.scratch_copies_skipped();
-    for (int rep = 0; rep < 3; ++rep) {
-      cuda.run();
-      expect_close(ref.output("y"), cuda.output("y"), "s=" + std::to_string(sv) + " run " + std::to_string(rep + 1));
-    }
-    // Runs that are not replays go through the executor's loop (the first two of a new s).
-    if (sv == 3) EXPECT_EQ(cuda.scratch_copies_skipped() - before, 0);
-    if (sv == 1 && seed == 71) EXPECT_EQ(cuda.scratch_copies_skipped() - before, 2);
-  }
-}
-
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
 // heads per KV head in the rows of one batch entry; two KV heads).
 Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {
