@@ -231,6 +231,15 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
     return;
   }
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
+  if (n.kernel == "RMSNormRotary") {  // RMSNormMul's f32 result, then Rotary over it
+    Buffer normed(DType::F32, out.shape());
+    rms_norm(n, in, in_shapes, normed);
+    for (size_t z = 0; z < normed.numel(); ++z)
+      normed.set(z, binary_op(OpKind::Mul, DType::F32, normed.get(z), in[1](static_cast<int64_t>(z))));
+    std::vector<Expr> shape;
+    for (int64_t d : out.shape()) shape.push_back(Expr(d));
+    return rotary({Reader(normed, View::contiguous(shape), {}), in[2], in[3]}, {out.shape(), in_shapes[2], in_shapes[3]}, out);
+  }
   if (n.kernel == "Attention") return attention(n, in, in_shapes, out);
   if (n.kernel == "LayerNorm") return layer_norm(n, in, in_shapes, out);
   if (n.kernel == "Where") {
@@ -244,7 +253,7 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "FusedSum") return fused_reduce(n, in, in_shapes, out, true);
   if (n.kernel == "FusedMax") return fused_reduce(n, in, in_shapes, out, false);
   throw Error("kernel '" + n.kernel +
-              "' has no reference implementation (known: Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
+              "' has no reference implementation (known: Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, RMSNormRotary, LayerNorm, Rotary, Where, Attention, Fused, FusedSum, FusedMax)");
 }
 
 }  // namespace luminal

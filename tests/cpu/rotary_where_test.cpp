@@ -32,6 +32,27 @@ TEST(RotaryWhere, RotaryMatchesReference) {
   check_rotary(17, 16, 128, true);
 }
 
+// Rotary over a norm of the head dim (Qwen3's q_norm and k_norm before RoPE): the norm's sum
+// runs in 8 lanes, so the tolerance is a sum's, not exact. A bf16 weight as the checkpoints
+// store it; heads transposed out of their projection, as the decoder reads them.
+TEST(RotaryWhere, RotaryOverANormMatchesReference) {
+  const Tolerance kSum{1e-5, 1e-6};
+  for (int64_t d : {2, 3, 16, 17, 128})
+    for (bool t : {false, true})
+      for (int64_t s : {1, 5}) {
+        const int64_t h = 3;
+        const uint32_t seed = static_cast<uint32_t>(s * 1000 + d * 10 + t);
+        KernelInput x = whole(random_f32({s, h, d}, seed));
+        if (t) x = {random_f32({h, s, d}, seed), View::contiguous(exprs({h, s, d})).permute({1, 0, 2})};
+        KernelInput w{random_f32({d}, seed + 1).cast(DType::BF16), View::contiguous(exprs({d})).reshape(exprs({1, 1, d})).expand(0, Expr(s)).expand(1, Expr(h))};
+        auto table = [&](uint32_t k) {
+          return KernelInput{random_f32({s, 1, d}, seed + k, -1, 1), View::contiguous(exprs({s, 1, d})).expand(1, Expr(h))};
+        };
+        SCOPED_TRACE("d=" + std::to_string(d) + " s=" + std::to_string(s) + " transposed=" + std::to_string(t));
+        compare(kernel_node("RMSNormRotary", 2, 1e-6f), {x, w, table(2), table(3)}, {s, h, d}, kSum);
+      }
+}
+
 TEST(RotaryWhere, RotaryFallsBackOnAStridedLastAxis) {
   KernelInput x{random_f32({4, 6}, 1), View::contiguous(exprs({4, 6})).permute({1, 0})};
   KernelInput c = whole(random_f32({6, 4}, 2)), s = whole(random_f32({6, 4}, 3));

@@ -120,6 +120,27 @@ TEST(Recognize, RotaryOfAPermutedView) {
   check(g, "Rotary", 1, {{"s", 2}});
 }
 
+// Qwen3's q_norm before RoPE: a norm over the head dim times its weight, then the rotary
+// embedding of the result, is one RMSNormRotary (and the plan computes what the graph does); a
+// norm over another axis is not (the rotary's rows would not be the norm's).
+TEST(Recognize, RotaryOfANormOverTheSameAxis) {
+  Graph g;
+  Expr s = Expr::var("s");
+  Tensor x = reshape(input(g, "x", DType::F32, {s, 16}), {s, 2, 8});  // heads out of a projection
+  Tensor w = input(g, "w", DType::F32, {8});
+  Tensor c = reshape(input(g, "cos", DType::F32, {s, 8}), {s, 1, 8});
+  Tensor sn = reshape(input(g, "sin", DType::F32, {s, 8}), {s, 1, 8});
+  auto rope = [&](const Tensor& t) { return t * c + concat({neg(slice(t, -1, 4, 8)), slice(t, -1, 0, 4)}, -1) * sn; };
+  rope(rms_norm(x, w, 1e-6)).output("y");
+  check(g, "RMSNormRotary", 1, {{"s", 3}});
+  Graph other;
+  Tensor x2 = input(other, "x", DType::F32, {2, 8});
+  Tensor c2 = input(other, "cos", DType::F32, {2, 8}), s2 = input(other, "sin", DType::F32, {2, 8});
+  Tensor normed = transpose(rms_norm(transpose(x2, 0, 1), input(other, "w", DType::F32, {2}), 1e-6), 0, 1);  // over the first axis
+  (normed * c2 + concat({neg(slice(normed, -1, 4, 8)), slice(normed, -1, 0, 4)}, -1) * s2).output("y");
+  check(other, "RMSNormRotary", 0);
+}
+
 TEST(Recognize, WhereIsOneSelect) {
   Graph g;
   Tensor x = input(g, "x", DType::F32, {3, Expr::var("n")});

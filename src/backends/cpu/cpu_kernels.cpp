@@ -127,6 +127,7 @@ Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKe
     if (n.kernel == "LayerNorm") return layer_norm(n, in, shapes, out, pool);
     if (n.kernel == "Softmax") return softmax(n, in, shapes, out, pool);
     if (n.kernel == "Rotary") return rotary(n, in, shapes, out, pool);
+    if (n.kernel == "RMSNormRotary") return rms_norm_rotary(n, in, shapes, out, pool);
     if (n.kernel == "Where") return where(n, in, shapes, out, pool);
     if (n.kernel == "Attention") return attention(n, in, shapes, out, pool, bf16);
     if (n.kernel == "FusedSum" || n.kernel == "FusedMax")

@@ -52,6 +52,29 @@ bool rotary(const Node& n, const std::vector<Reader>& in, const std::vector<std:
   return true;
 }
 
+bool rms_norm_rotary(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+                     ThreadPool& pool) {
+  if (in.size() != 4 || out.dtype() != DType::F32 || n.axis + 1 != shapes[0].size() || shapes[2] != shapes[0] || shapes[3] != shapes[0])
+    return false;
+  std::optional<F32Rows> x = f32_rows(in[0], shapes[0]), c = f32_rows(in[2], shapes[2]), s = f32_rows(in[3], shapes[3]);
+  if (!x || !c || !s || static_cast<int64_t>(out.numel()) != x->rows * x->len) return false;
+  if (x->len > 1 && (x->step != 1 || c->step != 1 || s->step != 1)) return false;
+  static thread_local std::vector<float> w;
+  if (!norm_weight_row(in[1], x->len, w)) return false;
+  const float* wp = w.data();
+  float* o = reinterpret_cast<float*>(out.bytes());
+  const int64_t d = x->len;
+  // Each row normed into a scratch row (RMSNormMul's f32 values), then rotated into the output.
+  pool.parallel_for(x->rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> normed(static_cast<size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      rms_mul_row(x->row(r), wp, normed.data(), d, n.constant);
+      rotary_row(normed.data(), c->row(r), s->row(r), o + r * d, d);
+    }
+  }, row_grain(d));
+  return true;
+}
+
 bool where(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
            ThreadPool& pool) {
   if (in.size() != 3 || out.dtype() != DType::F32 || !is_float(in[1].dtype()) || !is_float(in[2].dtype())) return false;

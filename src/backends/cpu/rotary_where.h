@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend's Rotary and Where kernels. Both compute every element exactly as the
-// reference does (no sums involved), just vectorised and split over threads.
+// reference does (no sums involved), just vectorised and split over threads; and Rotary over a
+// norm (RMSNormRotary), whose norm sums in 8 lanes like the other row kernels.
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,11 @@ class ThreadPool;
 // through in-bounds strided views with stride 1 on that axis.
 bool rotary(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
             ThreadPool& pool);
+
+// Rotary(RMSNormMul(x, w)) with the norm over the last axis, row by row: the normed row (as
+// rms_norm_mul rounds it) stays in a scratch row. False where either kernel alone would be.
+bool rms_norm_rotary(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
+                     ThreadPool& pool);
 
 // cond != 0 ? a : b elementwise, into an f32 output from float a and b; cond of any dtype.
 // Strided inputs are read by runs along their last axis; an input whose view is not one strided

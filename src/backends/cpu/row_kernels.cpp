@@ -26,6 +26,42 @@ std::optional<F32Rows> f32_rows(const Reader& r, const std::vector<int64_t>& sha
 
 int64_t row_grain(int64_t len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, len)); }
 
+// rms_row's value times the weight row w: (x * scale) rounded to f32, then * w, as the
+// reference's two ops round, in one pass (the weight loop alone was scalar at -O2: 3.5% of a
+// Qwen3-0.6B-shaped prefill's samples).
+LM_SIMD_CLONES void rms_mul_row(const float* x, const float* w, float* out, int64_t n, float eps) {
+  using namespace simd8;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float scale = 1.0f / std::sqrt(sum_squares(x, n) * inv_n + eps);
+  const f8 s = splat(scale);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) store(out + k, (load(x + k) * s) * load(w + k));
+  for (; k < n; ++k) out[k] = (x[k] * scale) * w[k];
+}
+
+bool norm_weight_row(const Reader& w, int64_t len, std::vector<float>& row) {
+  if (!w.strided()) return false;
+  const Reader::Strided& layout = *w.strided();
+  for (size_t d = 0; d + 1 < layout.strides.size(); ++d)
+    if (layout.strides[d] != 0) return false;
+  row.resize(static_cast<size_t>(len));
+  // Read straight from the buffer for bf16 and f32 (element by element through the reader it
+  // took 14 us of a 1024-wide decode norm); other dtypes by the reader.
+  const int64_t step = layout.strides.back();
+  const DType t = w.dtype();
+  const bool in_bounds = layout.offset >= 0 && step >= 0 && static_cast<size_t>(layout.offset + (len - 1) * step) < w.buffer().numel();
+  if (t == DType::BF16 && in_bounds) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(w.buffer().bytes()) + layout.offset;
+    for (int64_t k = 0; k < len; ++k) row[static_cast<size_t>(k)] = bf16_to_f32(p[k * step]);
+  } else if (t == DType::F32 && in_bounds) {
+    const float* p = reinterpret_cast<const float*>(w.buffer().bytes()) + layout.offset;
+    for (int64_t k = 0; k < len; ++k) row[static_cast<size_t>(k)] = p[k * step];
+  } else {
+    for (int64_t k = 0; k < len; ++k) row[static_cast<size_t>(k)] = static_cast<float>(w(k));
+  }
+  return true;
+}
+
 namespace {
 
 // The input as contiguous f32 rows along `axis` (the last), with an f32 output of its shape.
@@ -51,19 +87,6 @@ LM_SIMD_CLONES void rms_row(const float* x, float* out, int64_t n, float eps) {
   float inv_n = 1.0f / static_cast<float>(n);
   float scale = 1.0f / std::sqrt(simd8::sum_squares(x, n) * inv_n + eps);
   simd8::scale(x, scale, out, n);
-}
-
-// rms_row's value times the weight row w: (x * scale) rounded to f32, then * w, as the
-// reference's two ops round, in one pass (the weight loop alone was scalar at -O2: 3.5% of a
-// Qwen3-0.6B-shaped prefill's samples).
-LM_SIMD_CLONES void rms_mul_row(const float* x, const float* w, float* out, int64_t n, float eps) {
-  using namespace simd8;
-  const float inv_n = 1.0f / static_cast<float>(n);
-  const float scale = 1.0f / std::sqrt(sum_squares(x, n) * inv_n + eps);
-  const f8 s = splat(scale);
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) store(out + k, (load(x + k) * s) * load(w + k));
-  for (; k < n; ++k) out[k] = (x[k] * scale) * w[k];
 }
 
 LM_SIMD_CLONES void layer_norm_row(const float* x, float* out, int64_t n, float eps) {
@@ -109,30 +132,11 @@ bool rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<st
 // rounded to f32, then the product, as the reference. Other weights stay with the reference.
 bool rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
                   ThreadPool& pool) {
-  if (in.size() != 2 || !in[1].strided()) return false;
-  const std::vector<int64_t>& ws = in[1].strided()->strides;
-  for (size_t d = 0; d + 1 < ws.size(); ++d)
-    if (ws[d] != 0) return false;
+  if (in.size() != 2) return false;
   std::optional<F32Rows> x = last_axis_rows(n, {in[0]}, {shapes[0]}, out);
   if (!x) return false;
-  // The weight row as f32, read straight from its buffer for bf16 and f32 (element by element
-  // through the reader it took 14 us of a 1024-wide decode norm); other dtypes by the reader.
   static thread_local std::vector<float> w;
-  w.resize(static_cast<size_t>(x->len));
-  const Reader::Strided& ws_layout = *in[1].strided();
-  const int64_t step = ws_layout.strides.back();
-  const DType wt = in[1].dtype();
-  const bool in_bounds = ws_layout.offset >= 0 && step >= 0 &&
-                         static_cast<size_t>(ws_layout.offset + (x->len - 1) * step) < in[1].buffer().numel();
-  if (wt == DType::BF16 && in_bounds) {
-    const uint16_t* p = reinterpret_cast<const uint16_t*>(in[1].buffer().bytes()) + ws_layout.offset;
-    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = bf16_to_f32(p[k * step]);
-  } else if (wt == DType::F32 && in_bounds) {
-    const float* p = reinterpret_cast<const float*>(in[1].buffer().bytes()) + ws_layout.offset;
-    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = p[k * step];
-  } else {
-    for (int64_t k = 0; k < x->len; ++k) w[static_cast<size_t>(k)] = static_cast<float>(in[1](k));
-  }
+  if (!norm_weight_row(in[1], x->len, w)) return false;
   const float* wp = w.data();
   for_rows(pool, *x, out, [&](const float* s, float* d) { rms_mul_row(s, wp, d, x->len, n.constant); });
   return true;

@@ -53,4 +53,12 @@ void softmax_row(const float* x, float* out, int64_t n);
 // Rows per parallel_for chunk so that one chunk is worth waking a thread for.
 int64_t row_grain(int64_t len);
 
+// RMSNorm(x) * w for one row of n: (x * scale) rounded to f32, then * w, as the reference's two
+// ops round (the sum's order aside).
+void rms_mul_row(const float* x, const float* w, float* out, int64_t n, float eps);
+
+// A norm's weight as one f32 row of len (w broadcast over every other axis); false if w is not
+// such a row.
+bool norm_weight_row(const Reader& w, int64_t len, std::vector<float>& row);
+
 }  // namespace luminal::cpu

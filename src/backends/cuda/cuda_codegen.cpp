@@ -471,6 +471,24 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                        w.out_store("lm_z", "lm_a + lm_b", DType::F32);
     return elementwise(body), r;
   }
+  if (k == "RMSNormRotary") {
+    // A block per row, as RMSNormMul: the sum of squares, then each element's rotary from the
+    // normed values (x * scale) * w, recomputed where it reads the other half's partner (they
+    // are two loads from L1, where a shared row would need a barrier and a size limit).
+    std::ostringstream s;
+    const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
+    s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n"
+      << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = (float)lm_ld0(lm_at(lm_k));\n    lm_ss += lm_v * lm_v;\n  }\n"
+      << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+      << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+      << "  auto lm_xn = [&](long long lm_k) { return ((float)lm_ld0(lm_at(lm_k)) * lm_scale) * (float)lm_ld1(lm_at(lm_k)); };\n"
+      << "  const long long lm_half = lm_len / 2;\n"
+      << loop << "    const float lm_rot = lm_k < lm_len - lm_half ? -lm_xn(lm_k + lm_half) : lm_xn(lm_k - (lm_len - lm_half));\n"
+      << "    const float lm_a = lm_xn(lm_k) * (float)lm_ld2(lm_at(lm_k)), lm_b = lm_rot * (float)lm_ld3(lm_at(lm_k));\n    "
+      << w.out_store("lm_at(lm_k)", "lm_a + lm_b", DType::F32) << "  }\n";
+    rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
+    return r;
+  }
   if (k == "Softmax" || k == "RMSNorm" || k == "RMSNormMul" || k == "LayerNorm") {
     auto body = [&] {
       std::ostringstream s;
@@ -720,7 +738,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     r.launches.push_back(per_block(s.str(), product_of(q, 0, rank - 1), keys * 4));
     return r;
   }
-  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, LayerNorm, "
+  throw Error("CUDA backend: no kernel for '" + k + "' (known: Fused, FusedSum, FusedMax, Matmul, ScaledMatmul, Softmax, RMSNorm, RMSNormMul, RMSNormRotary, LayerNorm, "
               "Rotary, Where, Attention)");
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // CUDA C++ for the nodes of a plan: every primitive op and every kernel node of the CPU backend
-// (Fused, FusedSum/FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, Rotary, Where, Attention)
+// (Fused, FusedSum/FusedMax, Matmul, Softmax, RMSNorm, LayerNorm, Rotary, RMSNormRotary, Where, Attention)
 // becomes a __global__ function that reads its inputs through their views' symbolic index
 // expressions, with the plan's dynamic dims as kernel arguments. So one compiled module serves
 // every value of the dims, and identical layers share one function. Rounding follows the
