@@ -1,11 +1,14 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 
 #include "compiler/cse.h"
 #include "compiler/dedup.h"
 #include "compiler/plan_cache.h"
+#include "core/error.h"
 #include "graph/serialize.h"
 #include "egraph/dag_improve.h"
 #include "egraph/embedded_rules.h"
@@ -31,6 +34,35 @@ RuleFile parse_all(const std::vector<RuleSource>& sources, OpTable& ops, const R
   RuleFile all;
   for (const RuleSource& s : sources) all.append(parse_rules(s.text, s.name, ops, fns));
   return all;
+}
+
+// The options' disabled rules and LUMINAL_DISABLE_RULES's, sorted (they are part of the cache key).
+std::vector<std::string> disabled_rules(const CompileOptions& o) {
+  std::vector<std::string> names = o.disabled_rules;
+  if (const char* env = std::getenv("LUMINAL_DISABLE_RULES")) {
+    std::string list = env;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) names.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+// Removes the named rules from every ruleset; a name no ruleset has is an error that lists them.
+void drop_rules(RuleFile& rules, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    size_t dropped = 0;
+    std::string known;
+    for (Ruleset& set : rules.rulesets) {
+      for (const Rule& rule : set.rules) known += (known.empty() ? "" : ", ") + rule.name;
+      dropped += std::erase_if(set.rules, [&](const Rule& rule) { return rule.name == name; });
+    }
+    if (dropped == 0) throw Error("cannot disable rule '" + name + "' (LUMINAL_DISABLE_RULES or CompileOptions::disabled_rules): no rule has that name; the rules are " + known);
+  }
 }
 
 }  // namespace
@@ -69,6 +101,7 @@ static std::string cache_text(const Graph& g, const CompileOptions& o, const std
   t += "\nlimits " + std::to_string(o.limits.max_nodes) + " " + std::to_string(o.limits.max_iterations) + " " +
        std::to_string(o.limits.match_limit) + " " + std::to_string(o.limits.ban_length);
   t += "\ndedup " + std::to_string(o.dedup) + "\nbackend " + o.backend + "\ndevice " + o.device + "\n";
+  for (const std::string& name : disabled_rules(o)) t += "disabled " + name + "\n";
   return t;
 }
 
@@ -90,6 +123,7 @@ CompileResult compile(const Graph& g, const CompileOptions& opts) {
   OpTable ops;  // parsing rules is only needed on a cache miss
   RuleFunctions fns;
   RuleFile rules = parse_all(sources, ops, fns);
+  drop_rules(rules, disabled_rules(opts));
   std::optional<RepeatedBlocks> rb = opts.dedup ? find_repeated_blocks(g) : std::nullopt;
   if (rb) {
     BlockSplit split = split_blocks(g, *rb);

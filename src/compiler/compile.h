@@ -13,6 +13,9 @@ struct CompileOptions {
   RunLimits limits;
   CostModel cost;
   std::vector<std::string> rule_files;  // extra rule files on disk, after the built-in ones
+  // Rules left out by name, for measuring what one is worth (an unknown name is an error). Also
+  // LUMINAL_DISABLE_RULES=name,name (added to these).
+  std::vector<std::string> disabled_rules;
   SearchOptions search{.limit = 0};      // limit 0: take the cost model's plan, no profiling
   Profiler profiler = profile_on_interpreter;
   PrepareCandidates prepare_candidates;  // optional batch step before a generation is profiled

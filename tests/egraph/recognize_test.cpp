@@ -133,6 +133,21 @@ TEST(Recognize, RotaryOfANormOverTheSameAxis) {
   auto rope = [&](const Tensor& t) { return t * c + concat({neg(slice(t, -1, 4, 8)), slice(t, -1, 0, 4)}, -1) * sn; };
   rope(rms_norm(x, w, 1e-6)).output("y");
   check(g, "RMSNormRotary", 1, {{"s", 3}});
+  // Disabled by name (to measure what it is worth): a norm and a rotary again, the same outputs.
+  CompileOptions without;
+  without.disabled_rules = {"rms-norm-rotary"};
+  const CompileResult apart = compile(g, without);
+  EXPECT_EQ(count_kernels(apart.plan, "RMSNormRotary"), 0);
+  EXPECT_EQ(count_kernels(apart.plan, "Rotary"), 1);
+  plancheck::expect_same_outputs(g, apart.plan, {{"s", 3}}, 1e-5);
+  without.disabled_rules = {"rms-norm-rotary-typo"};
+  try {
+    compile(g, without);
+    ADD_FAILURE() << "an unknown rule name was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'rms-norm-rotary-typo'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rms-norm-rotary,"), std::string::npos) << e.what();  // the names it knows
+  }
   Graph other;
   Tensor x2 = input(other, "x", DType::F32, {2, 8});
   Tensor c2 = input(other, "cos", DType::F32, {2, 8}), s2 = input(other, "sin", DType::F32, {2, 8});
