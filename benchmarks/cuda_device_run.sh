@@ -13,7 +13,8 @@
 # OVERLAP=1 also runs the fixture models and the benchmark without overlapping launches
 # (LUMINAL_CUDA_OVERLAP=0; they are on by default). MODELS: where the random models are written
 # (default /tmp; the 61 GB qwen3-30b-a3b fits in /dev/shm, not on the 64 GiB disk). LAYERS: fewer
-# layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS). AB_ENV: environment
+# layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS), or per entry,
+# ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
 # names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench).
 set -uo pipefail
@@ -31,10 +32,17 @@ echo "== device [${SECONDS}s]"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 
 # The models are made in the background while the tests run (the 8B one takes minutes).
-( for ARCH in $ARCHS; do
+# An entry of ARCHS may name its own layer count, "qwen3-30b-a3b:8" (else LAYERS, else all);
+# its model then goes to $MODELS/qwen3-30b-a3b-8 and its files are named that way.
+spec() {  # sets NAME (the architecture), L (layers or empty) and ARCH (the model's folder name)
+  NAME=${1%%:*}
+  if [ "$1" != "$NAME" ]; then L=${1#*:}; ARCH=$NAME-$L; else L=${LAYERS:-}; ARCH=$NAME; fi
+}
+( for SPEC in $ARCHS; do
+    spec "$SPEC"
     # A model another call is already making (or made) there is waited for, not made again.
     [ -e "$MODELS/$ARCH" ] && continue
-    python3 scripts/make_random_model.py --arch "$ARCH" --out "$MODELS/$ARCH" --no-gguf --init-device cuda ${LAYERS:+--layers $LAYERS} \
+    python3 scripts/make_random_model.py --arch "$NAME" --out "$MODELS/$ARCH" --no-gguf --init-device cuda ${L:+--layers $L} \
       > "$OUT/make_$ARCH.txt" 2>&1
     touch "$MODELS/$ARCH.made"
   done ) &
@@ -55,7 +63,8 @@ if [ -n "${OVERLAP:-}" ]; then
 fi
 fi
 
-for ARCH in $ARCHS; do
+for SPEC in $ARCHS; do
+spec "$SPEC"
 echo "== random $ARCH [${SECONDS}s]"
 while [ ! -e "$MODELS/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
