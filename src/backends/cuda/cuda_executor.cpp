@@ -29,6 +29,42 @@ bool fits(size_t have, size_t want) { return have >= want && have <= 2 * want + 
 // More than twice the H100's and H200's L2 (50 MB): filling it evicts what a launch read.
 constexpr size_t kL2FlushBytes = size_t(128) << 20;
 
+// LUMINAL_CUDA_TUNE_LOG=1: each timed choice (schedules, group concurrency) to stderr.
+bool tune_log() {
+  static const bool on = [] {
+    const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
+// A scratch of kL2FlushBytes whose fill (evict()) empties L2 before a timed launch, so weights
+// are timed cold, as a step reads them. Where the device has no room for it, evict() does
+// nothing (timing must not fail a run).
+class L2Flush {
+ public:
+  explicit L2Flush(Context& ctx) : ctx_(ctx) {
+    if (ctx_.free_memory() <= 2 * kL2FlushBytes) return;
+    try {
+      p_ = ctx_.alloc(kL2FlushBytes);
+    } catch (const Error&) {
+      p_ = 0;
+    }
+  }
+  ~L2Flush() {
+    if (p_) ctx_.free(p_);
+  }
+  L2Flush(const L2Flush&) = delete;
+  L2Flush& operator=(const L2Flush&) = delete;
+  void evict() {
+    if (p_) ctx_.fill_zero(p_, kL2FlushBytes);
+  }
+
+ private:
+  Context& ctx_;
+  DevicePtr p_ = 0;
+};
+
 }  // namespace
 
 PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& options) {
@@ -891,28 +927,20 @@ bool CudaExecutor::group_concurrent(LinearGroup& g, const Bf16Activations& a, bo
   // are evicted from L2 before each (a prefill reads them cold). Every run writes the same
   // outputs, so the last one leaves the right values.
   Context::Timer timer(ctx_);
-  DevicePtr flush = 0;
-  if (ctx_.free_memory() > 2 * kL2FlushBytes) {
-    try {
-      flush = ctx_.alloc(kL2FlushBytes);
-    } catch (const Error&) {
-      flush = 0;
-    }
-  }
+  L2Flush flush(ctx_);
   std::vector<double> ms[2];
   group_gemms(g, a, false);
   group_gemms(g, a, true);
   for (int t = 0; t < 5; ++t)
     for (int side = 0; side < 2; ++side) {
-      if (flush) ctx_.fill_zero(flush, kL2FlushBytes);
+      flush.evict();
       timer.start();
       group_gemms(g, a, side == 1);
       ms[side].push_back(timer.stop_ms());
     }
-  if (flush) ctx_.free(flush);
   for (auto& v : ms) std::sort(v.begin(), v.end());
   const bool side = ms[1][2] < ms[0][2];
-  if (const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG"); e && std::string(e) == "1")
+  if (tune_log())
     std::fprintf(stderr, "luminal cuda: linear group of %zu (rows %lld): serial %d us, side by side %d us -> %s\n", g.members.size(),
                  static_cast<long long>(key[0]), static_cast<int>(ms[0][2] * 1000 + 0.5), static_cast<int>(ms[1][2] * 1000 + 0.5),
                  side ? "side by side" : "serial");
@@ -943,29 +971,13 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   Context::Timer timer(ctx_);
   size_t best = 0;
   double best_ms = 0;
-  static const bool log = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG");
-    return e && std::string(e) == "1";
-  }();
+  const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
   // next and favour the schedule best at L2 hits, while a decode step reads it cold: a fill of
   // a scratch larger than L2 evicts it before each timed launch. Where the device has no room
   // left for it, the schedules are timed without (tuning must not fail a run).
-  struct Scratch {
-    Context& ctx;
-    DevicePtr p = 0;
-    ~Scratch() {
-      if (p) ctx.free(p);
-    }
-  } flush{ctx_};
-  if (ctx_.free_memory() > 2 * kL2FlushBytes) {
-    try {
-      flush.p = ctx_.alloc(kL2FlushBytes);
-    } catch (const Error&) {
-      flush.p = 0;
-    }
-  }
+  L2Flush flush(ctx_);
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
     void* f = v == 0 ? first : alternatives[v - 1];
@@ -976,7 +988,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
     launch(l, k, f, out, in);
     std::vector<double> ms;
     for (int t = 0; t < 5; ++t) {  // schedules differ by a few us: five samples, the median
-      if (flush.p) ctx_.fill_zero(flush.p, kL2FlushBytes);
+      flush.evict();
       timer.start();
       launch(l, k, f, out, in);
       ms.push_back(timer.stop_ms());
