@@ -56,12 +56,12 @@ std::vector<std::string> disabled_rules(const CompileOptions& o) {
 void drop_rules(RuleFile& rules, const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     size_t dropped = 0;
+    for (Ruleset& set : rules.rulesets) dropped += std::erase_if(set.rules, [&](const Rule& rule) { return rule.name == name; });
+    if (dropped > 0) continue;
     std::string known;
-    for (Ruleset& set : rules.rulesets) {
+    for (const Ruleset& set : rules.rulesets)
       for (const Rule& rule : set.rules) known += (known.empty() ? "" : ", ") + rule.name;
-      dropped += std::erase_if(set.rules, [&](const Rule& rule) { return rule.name == name; });
-    }
-    if (dropped == 0) throw Error("cannot disable rule '" + name + "' (LUMINAL_DISABLE_RULES or CompileOptions::disabled_rules): no rule has that name; the rules are " + known);
+    throw Error("cannot disable rule '" + name + "' (LUMINAL_DISABLE_RULES or CompileOptions::disabled_rules): no rule has that name; the rules are " + known);
   }
 }
 

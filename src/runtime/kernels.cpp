@@ -128,6 +128,12 @@ void rms_norm(const Node& n, const std::vector<Reader>& in, const std::vector<st
     }
 }
 
+// The norm, rounded to f32, times w (input 1) in f32, as the Mul it replaced.
+void rms_norm_mul(const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& s, Buffer& out) {
+  rms_norm(n, in, s, out);
+  for (size_t z = 0; z < out.numel(); ++z) out.set(z, binary_op(OpKind::Mul, DType::F32, out.get(z), in[1](static_cast<int64_t>(z))));
+}
+
 // Elementwise: the program at every output element.
 void fused(const Node& n, const std::vector<Reader>& in, Buffer& out) {
   FusedProgram p = FusedProgram::decode(n.code);
@@ -224,18 +230,11 @@ void run_reference_kernel(const Node& n, const std::vector<Reader>& in, const st
   if (n.kernel == "ScaledMatmul") return scaled_matmul(n, in, in_shapes, out);
   if (n.kernel == "Softmax") return softmax(n, in, in_shapes, out);
   if (n.kernel == "RMSNorm") return rms_norm(n, in, in_shapes, out);
-  if (n.kernel == "RMSNormMul") {  // the norm, rounded to f32, times w in f32 (as the Mul did)
-    rms_norm(n, in, in_shapes, out);
-    for (size_t z = 0; z < out.numel(); ++z)
-      out.set(z, binary_op(OpKind::Mul, DType::F32, out.get(z), in[1](static_cast<int64_t>(z))));
-    return;
-  }
+  if (n.kernel == "RMSNormMul") return rms_norm_mul(n, in, in_shapes, out);
   if (n.kernel == "Rotary") return rotary(in, in_shapes, out);
   if (n.kernel == "RMSNormRotary") {  // RMSNormMul's f32 result, then Rotary over it
     Buffer normed(DType::F32, out.shape());
-    rms_norm(n, in, in_shapes, normed);
-    for (size_t z = 0; z < normed.numel(); ++z)
-      normed.set(z, binary_op(OpKind::Mul, DType::F32, normed.get(z), in[1](static_cast<int64_t>(z))));
+    rms_norm_mul(n, in, in_shapes, normed);
     std::vector<Expr> shape;
     for (int64_t d : out.shape()) shape.push_back(Expr(d));
     return rotary({Reader(normed, View::contiguous(shape), {}), in[2], in[3]}, {out.shape(), in_shapes[2], in_shapes[3]}, out);

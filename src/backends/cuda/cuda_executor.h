@@ -88,7 +88,7 @@ struct CudaOptions {
   // 512-token Llama-3-8B prefill) that was ~1 ms faster f32-faithful (two products a member) and
   // 0.1-0.3 ms slower with bf16 activations, so by default (-1) each group shape is timed both
   // ways on its first planned run and keeps the faster; 0 never, 1 always.
-  // Also LUMINAL_CUDA_CONCURRENT_GEMMS=0/1.
+  // Also LUMINAL_CUDA_CONCURRENT_GEMMS=0/1/auto.
   int concurrent_group_gemms = -1;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
@@ -248,10 +248,10 @@ class CudaExecutor {
   };
   Bf16Activations take_bf16(int64_t m, int64_t k);  // hi, and lo unless bf16_activations
   Bf16Activations to_bf16(const LinearOperands& l, DevicePtr activations);
-  // `side`: on the context's side stream (between a fork and a join), where the shape allows.
   // Whether a library group's GEMMs run side by side (options_.concurrent_group_gemms), by shape.
   bool group_concurrent(LinearGroup& g, const Bf16Activations& a, bool capturing);
   void group_gemms(LinearGroup& g, const Bf16Activations& a, bool side);
+  // `side`: on the context's side stream (between a fork and a join), where the shape allows.
   void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false,
                  bool side = false);
   void give_back(Bf16Activations& a);
