@@ -16,7 +16,8 @@
 # layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS), or per entry,
 # ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
-# names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench).
+# names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench). SKIP_HF=1
+# leaves out transformers eager (SKIP_TESTS=1 the tests).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -113,6 +114,7 @@ if [ -n "${LOGITS:-}" ]; then
   python3 benchmarks/logits_check.py --model-dir "$MODELS/$ARCH" --luminal "$BIN/luminal" --backend cuda --device cuda \
     --tokens "$LOGITS" 2>&1 | tail -n 1
 fi
+if [ -z "${SKIP_HF:-}" ]; then
 echo "== transformers eager (bf16, cuda) [${SECONDS}s]"
 python3 - "$MODELS/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
 import sys, time, torch
@@ -137,6 +139,7 @@ run()
 r = sorted(run() for _ in range(3))[1]
 print(f"hf eager: ttft {r[0]:.2f} ms, tpot {r[1]:.2f} ms")
 EOF
+fi
 if [ -n "${TORCH_COMPILE:-}" ]; then
   echo "== transformers, static KV cache, torch.compile(mode=reduce-overhead) [${SECONDS}s]"
   ( python3 - "$MODELS/$ARCH" "${PROMPT:-128}" "${NEW:-16}" <<'EOF'
