@@ -3,6 +3,7 @@
 // next to each reduction a FusedSum/FusedMax with its elementwise prologue inlined. The
 // originals stay in their classes, so extraction and search choose between fused and unfused.
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "egraph/fusion.h"
@@ -26,6 +27,7 @@ struct Builder {
   std::unordered_map<ClassId, int> operand_of;  // class -> operand index already emitted
   std::unordered_map<ClassId, bool> visiting;    // on the current path: a cycle, so an input
   int max_instrs = kMaxInstrs;                   // inlining stops here (later operands are inputs)
+  const std::unordered_set<ClassId>* stop = nullptr;  // classes read as inputs, never inlined
 
   // The first elementwise primitive node of a class, if any.
   const ENode* elementwise_node(ClassId c) const {
@@ -69,7 +71,7 @@ struct Builder {
     c = g.find(c);
     if (auto it = operand_of.find(c); it != operand_of.end()) return it->second;
     int r;
-    const ENode* n = visiting[c] ? nullptr : elementwise_node(c);
+    const ENode* n = visiting[c] || (!root && stop && stop->count(c)) ? nullptr : elementwise_node(c);
     visiting[c] = true;
     std::optional<float> k = root ? std::nullopt : broadcast_constant(c);
     if (k) {
@@ -172,13 +174,80 @@ std::optional<ENode> with_epilogue(EGraph& g, const Builder& epi, size_t slot, c
 // The elementwise tree at `root` inlined as deep as the input budget allows: a tree that reads
 // too many inputs (integer index arithmetic fed by many) is inlined less deeply rather than not
 // fused at all.
-Builder fitted_tree(const EGraph& g, ClassId root) {
+Builder fitted_tree(const EGraph& g, ClassId root, const std::unordered_set<ClassId>* stop = nullptr) {
   for (int budget = kMaxInstrs;; budget /= 2) {
     Builder b{g};
     b.max_instrs = budget;
+    b.stop = stop;
     b.emit(root, true);
     if (static_cast<int>(b.inputs.size()) <= kMaxInputs || budget <= 2) return b;
   }
+}
+
+// Where a second form of each tree stops inlining: the classes a plan computes whatever is
+// fused around them. Those are the classes with a recognised kernel (a Softmax, a norm, a
+// matmul), and those read, directly or through a view, by an op that no fused kernel inlines
+// (a recognised kernel, a scatter, an output).
+std::unordered_set<ClassId> kept_classes(const EGraph& g) {
+  auto fusable = [&](const ENode& n) {
+    if (n.op == g.ops().view()) return true;
+    const OpInfo& op = g.ops().info(n.op);
+    if (op.primitive) return elementwise(g, n) || is_reduce(op.kind);
+    return op.name == "Fused" || op.name == "FusedSum" || op.name == "FusedMax";
+  };
+  std::unordered_map<ClassId, std::vector<std::pair<ClassId, const ENode*>>> readers;  // class -> (class, node) reading it
+  for (ClassId c : g.class_ids())
+    for (const ENode& n : g.eclass(c).nodes)
+      for (ClassId k : n.kids) readers[g.find(k)].push_back({g.find(c), &n});
+  std::unordered_set<ClassId> out;
+  for (ClassId c : g.class_ids()) {
+    c = g.find(c);
+    bool kept = false;
+    for (const ENode& n : g.eclass(c).nodes) kept = kept || !fusable(n);
+    for (const auto& [p, n] : readers[c]) {
+      if (kept) break;
+      if (n->op != g.ops().view()) {
+        kept = !fusable(*n);
+        continue;
+      }
+      for (const auto& [pp, nn] : readers[p]) kept = kept || !fusable(*nn);
+    }
+    if (kept) out.insert(c);
+  }
+  return out;
+}
+
+// The fused forms of class c (node n, elementwise or a reduction) as a tree built by `b`:
+// the kernel, and for an elementwise tree that reads a reduction, that reduction with the tree
+// as its epilogue.
+void add_forms(EGraph& g, ClassId c, const ENode& n, Builder b, OpId fused, OpId fused_sum, OpId fused_max,
+               std::vector<std::pair<ClassId, ENode>>& todo) {
+  const OpInfo& op = g.ops().info(n.op);
+  const bool reduce = op.primitive && is_reduce(op.kind);
+  // A lone elementwise op gains nothing as a kernel of its own, but it can still be a
+  // reduction's epilogue (the residual add after an MoE's sum over experts), below; a
+  // reduction gains from any prologue. A program of constants alone (a cast of a broadcast
+  // constant) reads no input that would give its node a shape: hash-consed, it would join
+  // classes of every shape.
+  const bool lone = !reduce && b.prog.instrs.size() < 2;
+  if (b.prog.instrs.empty() || b.inputs.empty() || !b.finish()) return;
+  for (ClassId in : b.inputs)
+    if (g.find(in) == g.find(c)) return;  // cyclic
+  Attr a;
+  a.code = b.prog.encode();
+  if (reduce) {
+    a.axis = g.attr(n).axis;
+    a.exprs = g.info(n.kids[0]).shape;  // the iteration domain, for the cost model
+  }
+  OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
+  if (!lone) todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
+  // An elementwise tree fed by a reduction (of the same shape) can also be the reduction's
+  // epilogue: one kernel for prologue, reduction and epilogue. Every input that is a
+  // reduction gives a form (a matmul's class holds its primitive reduction too).
+  if (!reduce)
+    for (size_t slot = 0; slot < b.inputs.size(); ++slot)
+      if (const ENode* r = reduce_node(g, b.inputs[slot]))
+        if (auto e = with_epilogue(g, b, slot, *r, fused_sum, fused_max)) todo.push_back({c, *e});
 }
 
 }  // namespace
@@ -187,6 +256,13 @@ size_t fuse_elementwise(EGraph& g) {
   OpId fused = g.ops().add("Fused", -1);
   OpId fused_sum = g.ops().add("FusedSum", -1);
   OpId fused_max = g.ops().add("FusedMax", -1);
+  // Each tree is formed twice where the two differ: inlined as deep as it goes, and stopping at
+  // the classes kept_classes finds. Inlining through a kept class recomputes it; where it is a
+  // reduction's epilogue (an MoE's chosen-expert mask, [seq, E] from a count over [seq, E, E],
+  // kept for the experts' products), the tree then reads that count, which a plan keeping the
+  // mask's kernel does not hold. So the routing's weight normalisation ran as four primitive
+  // kernels (Mul, SumReduce, Recip, Mul) where a fused sum and a fused kernel do.
+  const std::unordered_set<ClassId> stop = kept_classes(g);
   size_t added = 0;
   std::vector<std::pair<ClassId, ENode>> todo;
   for (ClassId c : g.class_ids()) {
@@ -195,33 +271,13 @@ size_t fuse_elementwise(EGraph& g) {
       bool reduce = op.primitive && is_reduce(op.kind);
       if (!elementwise(g, n) && !reduce) continue;
       if (reduce && !Builder{g}.elementwise_node(g.find(n.kids[0]))) continue;  // nothing to fuse in front
-      Builder b = fitted_tree(g, reduce ? n.kids[0] : c);
-      // A lone elementwise op gains nothing as a kernel of its own, but it can still be a
-      // reduction's epilogue (the residual add after an MoE's sum over experts), below; a
-      // reduction gains from any prologue. A program of constants alone (a cast of a broadcast
-      // constant) reads no input that would give its node a shape: hash-consed, it would join
-      // classes of every shape.
-      const bool lone = !reduce && b.prog.instrs.size() < 2;
-      if (b.prog.instrs.empty() || b.inputs.empty() || !b.finish()) continue;
-      bool cyclic = false;
-      for (ClassId in : b.inputs) cyclic = cyclic || g.find(in) == g.find(c);
-      if (cyclic) continue;
-      Attr a;
-      a.code = b.prog.encode();
-      if (reduce) {
-        a.axis = g.attr(n).axis;
-        a.exprs = g.info(n.kids[0]).shape;  // the iteration domain, for the cost model
-      }
-      OpId kind = !reduce ? fused : op.kind == OpKind::SumReduce ? fused_sum : fused_max;
-      if (!lone) todo.push_back({c, ENode{kind, g.attrs().intern(a), b.inputs}});
-      // An elementwise tree fed by a reduction (of the same shape) can also be the reduction's
-      // epilogue: one kernel for prologue, reduction and epilogue. Every input that is a
-      // reduction gives a form (a matmul's class holds its primitive reduction too).
-      if (!reduce)
-        for (size_t slot = 0; slot < b.inputs.size(); ++slot)
-          if (const ENode* r = reduce_node(g, b.inputs[slot]))
-            if (auto e = with_epilogue(g, b, slot, *r, fused_sum, fused_max)) todo.push_back({c, *e});
-      break;  // one fused form per class (plus its epilogue form)
+      const ClassId root = reduce ? n.kids[0] : c;
+      Builder deep = fitted_tree(g, root);
+      Builder shallow = fitted_tree(g, root, &stop);
+      const bool differ = shallow.inputs != deep.inputs;
+      add_forms(g, c, n, std::move(deep), fused, fused_sum, fused_max, todo);
+      if (differ) add_forms(g, c, n, std::move(shallow), fused, fused_sum, fused_max, todo);
+      break;  // one fused form per class (two where stopping at epilogues differs), plus epilogue forms
     }
   }
   for (auto& [c, node] : todo) {

@@ -107,3 +107,30 @@ TEST(Fusion, OneValueIotasAreProgramConstants) {
   EXPECT_LE(fused[0]->inputs.size(), 2u) << r.plan.dump();  // pos and the lane iota
   plancheck::expect_same_outputs(g, r.plan, {}, 0, 100.0f);
 }
+
+// An MoE's routing: the chosen-expert mask is a count over [seq, E, E] with its comparison as
+// epilogue, kept for the experts' products; the weights normalised to sum 1 then read it. Trees
+// inlined as deep as they go recompute the mask's epilogue and so read the count, which only a
+// second count kernel would give: the normalisation stayed four primitive kernels (Mul,
+// SumReduce, Recip, Mul). The trees that stop at kept classes give a sum and one elementwise
+// kernel, both reading the softmax and the mask.
+TEST(Fusion, TreesCanStopAtClassesAPlanKeeps) {
+  Graph g;
+  const int64_t E = 16, K = 4;
+  Tensor probs = softmax(input(g, "logits", DType::F32, {Expr::var("s"), E}), -1);
+  Tensor lower = lt(unsqueeze(arange(g, 0, E), 0), unsqueeze(arange(g, 0, E), 1));
+  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
+  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
+  Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(K))), DType::F32);
+  chosen.output("chosen");  // another reader keeps it (the experts' products in a model)
+  Tensor w = probs * chosen;
+  (w / sum(w, {-1}, true)).output("weights");
+  CompileResult r = compile(g);
+  for (const Node& n : r.plan.nodes())
+    EXPECT_TRUE(n.op == OpKind::Kernel || n.op == OpKind::Input || n.op == OpKind::Output || n.op == OpKind::Iota ||
+                n.op == OpKind::LessThan)  // the [E, E] index comparison, made once
+        << "a primitive " << op_name(n.op) << " is its own kernel:\n" << r.plan.dump();
+  EXPECT_EQ(kernels(r.plan, "FusedSum").size(), 2u) << r.plan.dump();  // the count and the weights' sum
+  EXPECT_EQ(kernels(r.plan, "Fused").size(), 1u) << r.plan.dump();
+  plancheck::expect_same_outputs(g, r.plan, {{"s", 5}}, 1e-6);
+}
