@@ -735,6 +735,55 @@ TEST(CudaBackend, ResidualSumsFoldIntoTheirGemm) {
     }
 }
 
+// Attention's heads merged back into rows ([heads, s, d] as [s, heads * d]) are a view of two
+// layers, so a linear layer copies them into a contiguous scratch first; at s = 1 the view reads
+// its source in order and the copy is skipped. Against the reference interpreter either way,
+// including the recorded and replayed graphs, and the skip leaves out the copy's launch: session
+// 23's first version skipped the copy but still ran its launch, which wrote m * k values into
+// the m * n output (k = 128 > n = 40 here, as on the Qwen3-30B-A3B shape's o projection).
+TEST(CudaBackend, MergedHeadsOfOneRowSkipTheScratchCopy) {
+  const int64_t heads = 4, d = 32, n = 40;
+  const Expr s = Expr::var("s");
+  Graph g;
+  Tensor a = input(g, "a", DType::F32, {Expr(heads), s, Expr(d)});
+  Tensor w = input(g, "w", DType::BF16, {n, heads * d});
+  linear(a.permute({1, 0, 2}).reshape({s, Expr(heads * d)}), cast(w, DType::F32), std::nullopt).output("y");
+  Graph plan = compiled(g);
+  const PlanKernels kernels = generate_plan_kernels(plan);
+  int scratch_linear = 0;
+  for (const auto& k : kernels.per_node) scratch_linear += k && k->linear && k->linear->a_from_scratch;
+  ASSERT_EQ(scratch_linear, 1);  // the case this test is about
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  CudaExecutor skipping(plan, "", CudaOptions{}), copying(plan, "", CudaOptions{.skip_in_order_copies = false});
+  uint32_t seed = 70;
+  for (int64_t sv : {1, 3, 1}) {
+    Interpreter ref(plan);
+    const Buffer ab = testing::random_buffer(DType::F32, {heads, sv, d}, seed++), wb = testing::random_buffer(DType::BF16, {n, heads * d}, 71);
+    ref.set_input("a", ab);
+    ref.set_input("w", wb);
+    ref.run();
+    const int64_t skipped = skipping.scratch_copies_skipped(), launched = skipping.launches(), launched_copying = copying.launches();
+    const CudaExecutor::GraphStats before = skipping.graph_stats();
+    for (CudaExecutor* cuda : {&skipping, &copying}) {
+      cuda->set_input("a", ab);
+      cuda->set_input("w", wb);
+      for (int rep = 0; rep < 3; ++rep) {
+        cuda->run();
+        expect_close(ref.output("y"), cuda->output("y"), "s=" + std::to_string(sv) + " run " + std::to_string(rep + 1));
+      }
+    }
+    // Runs that are not replays go through the executor's loop (the first two of a new s: run,
+    // record); at s = 1 each skips the copy, so makes one launch fewer.
+    const CudaExecutor::GraphStats& after = skipping.graph_stats();
+    const int64_t looped = (after.launched - before.launched) + (after.recorded - before.recorded);
+    if (seed == 71) EXPECT_EQ(looped, 2);  // the first s = 1
+    const int64_t fewer = sv == 1 ? looped : 0;
+    EXPECT_EQ(skipping.scratch_copies_skipped() - skipped, fewer) << "s=" << sv;
+    EXPECT_EQ((copying.launches() - launched_copying) - (skipping.launches() - launched), fewer) << "s=" << sv;
+    EXPECT_EQ(copying.scratch_copies_skipped(), 0);
+  }
+}
+
 // Grouped-query causal attention over a cache slice, as the decoder builds it (`group` query
 // heads per KV head in the rows of one batch entry; two KV heads).
 Graph prefill_attention_graph(int64_t d, int64_t cache = 512, int64_t group = 2) {

@@ -200,6 +200,8 @@ void CudaExecutor::read_env_options() {
   if (words && std::string(words) == "0") options_.store_words = false;
   const char* fold = std::getenv("LUMINAL_CUDA_FOLD");
   if (fold && std::string(fold) == "0") options_.fold_residuals = false;
+  const char* skip = std::getenv("LUMINAL_CUDA_SKIP_COPIES");
+  if (skip && std::string(skip) == "0") options_.skip_in_order_copies = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -445,6 +447,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   args.push_back(&dims_dev_);
   const int64_t work = eval(l.work);
   if (work <= 0) return;
+  ++launches_;
   int64_t blocks = work;
   if (l.grid == Launch::Grid::Elements)
     blocks = grid_stride_blocks(work, l.blocks_per_sm);
@@ -550,6 +553,25 @@ std::optional<NodeId> CudaExecutor::residual_of(NodeId id, const std::vector<int
   if (!a.inputs[0].view.is_contiguous() || !a.inputs[1].view.is_contiguous()) return std::nullopt;
   if (!(graph_.node(id).shape == a.shape) || !(xn.shape == a.shape)) return std::nullopt;
   return x;
+}
+
+bool CudaExecutor::reads_in_order(const View& v) {
+  // Every layer contiguous from offset 0 and unmasked at these dims (the plan's and the true
+  // ones, which differ in bucketed dims: a recorded graph must hold for its whole bucket) makes
+  // the composition the identity.
+  for (const ViewLayer& l : v.layers())
+    for (bool plan : {true, false}) {
+      auto at = [&](const Expr& e) { return plan ? eval(e) : eval_true(e); };
+      if (at(l.offset) != 0) return false;
+      int64_t want = 1;
+      for (size_t d = l.shape.size(); d-- > 0;) {
+        const int64_t size = at(l.shape[d]);
+        if (l.dim_masked(d) && (at(l.mask_lo[d]) > 0 || at(l.mask_hi[d]) < size)) return false;
+        if (size != 1 && at(l.strides[d]) != want) return false;
+        want *= size;
+      }
+    }
+  return true;
 }
 
 bool CudaExecutor::scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses) {
@@ -762,9 +784,15 @@ void CudaExecutor::run() {
       size_t first = 0;
       std::optional<DeviceBuffer> scratch;  // launches[0] writes it; the rest read it as input 0
       if (k.scratch_f32) {
-        scratch = take(DType::F32, {eval(*k.scratch_f32)});
-        launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
-        in[0] = scratch->ptr;
+        // A decode's attention heads merged back into one row read in order already: the copy's
+        // launch is left out (first stays past it), and the rest read the source as input 0.
+        if (options_.skip_in_order_copies && k.linear && k.linear->a_from_scratch && reads_in_order(n.inputs[0].view)) {
+          ++scratch_copies_skipped_;
+        } else {
+          scratch = take(DType::F32, {eval(*k.scratch_f32)});
+          launch(k.launches[0], k, functions_by_node_[id][0], scratch->ptr, in);
+          in[0] = scratch->ptr;
+        }
         first = 1;
       }
       if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual.has_value()))) {

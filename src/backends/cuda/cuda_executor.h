@@ -90,6 +90,10 @@ struct CudaOptions {
   // ways on its first planned run and keeps the faster; 0 never, 1 always.
   // Also LUMINAL_CUDA_CONCURRENT_GEMMS=0/1/auto.
   int concurrent_group_gemms = -1;
+  // A linear layer whose activations arrive through a view of several layers reads them in
+  // place, without the scratch copy, where that view reads its source in order at the run's
+  // dims (a decode's attention heads merged into one row). Also LUMINAL_CUDA_SKIP_COPIES=0.
+  bool skip_in_order_copies = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -142,6 +146,10 @@ class CudaExecutor {
   int64_t words_stored() const { return words_stored_; }
   // Residual sums, since construction, that a library GEMM added in (CudaOptions::fold_residuals).
   int64_t residuals_folded() const { return residuals_folded_; }
+  // Linear layers' scratch copies of their activations skipped (reads_in_order), counted.
+  int64_t scratch_copies_skipped() const { return scratch_copies_skipped_; }
+  // Kernel launches made launch by launch (not replayed from a CUDA graph), since construction.
+  int64_t launches() const { return launches_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -223,6 +231,9 @@ class CudaExecutor {
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
+  // Whether a view reads its source in order from its start at this run's dims (then a linear
+  // layer's scratch copy of its activations is skipped).
+  bool reads_in_order(const View& v);
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
   // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
@@ -237,7 +248,7 @@ class CudaExecutor {
   // run's remaining readers and live buffers; folded_: such an Add -> its GEMM.
   std::optional<NodeId> residual_of(NodeId id, const std::vector<int>& uses, const std::vector<std::optional<DeviceBuffer>>& live);
   std::map<NodeId, NodeId> folded_;
-  int64_t residuals_folded_ = 0;
+  int64_t residuals_folded_ = 0, scratch_copies_skipped_ = 0, launches_ = 0;
   // Whether this run's sizes and alignments take `l` to cuBLASLt.
   bool on_library(const LinearOperands& l);
   // A linear layer's f32 activations as bf16 hi (+ lo, unless options_.bf16_activations), and
