@@ -37,6 +37,8 @@ class KernelWriter {
   const std::vector<std::string>& dims() const { return dims_; }
   // Output pointers after the inputs (lm_out1, ..): a grouped linear layer's other outputs.
   void set_extra_outputs(size_t n) { extra_outputs_ = n; }
+  // A pointer parameter after those, lm_res (Launch::residual_in).
+  void set_residual_param(bool on) { residual_param_ = on; }
   // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
   // lm_out and, where lm_out1 is not null, the bf16 of what it leaves to lm_out1, exactly as
   // kRowsToBf16 would split the stored f32 value.
@@ -76,6 +78,7 @@ class KernelWriter {
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
+    if (residual_param_) params << ", const char* __restrict__ lm_res";
     params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.
@@ -116,7 +119,7 @@ class KernelWriter {
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
-  bool words_ = false;
+  bool words_ = false, residual_param_ = false;
 };
 
 // Whether node `id` is read only as the activations of linear layers (Matmul input 0, never
@@ -563,16 +566,25 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const size_t rank = a.size();
     if (rank < 2 || w.in_shape(1).size() != rank) throw Error("CUDA backend: Matmul needs [.., m, k] and [.., k, n] of one rank");
     const DType t = w.in_dtype(0);
-    auto store_v = [&](const std::string& at, DType from) { return w.out_store(at, "lm_v", from); };
     const ViewLayer* la = plain_strided(n.inputs[0].view);
     const ViewLayer* lb = plain_strided(n.inputs[1].view);
     bool unbatched = true;
     for (size_t d = 0; d + 2 < rank; ++d) unbatched = unbatched && a[d].is_const(1);
+    // A linear layer's f32 GEMV adds the residual lm_res at its stores where the executor passes
+    // one (a decode's residual sums after the o and down projections: one launch fewer each).
+    const bool residual = unbatched && n.dtype == DType::F32;
+    auto store_v = [&](const std::string& at, DType from) {
+      return w.out_store(at, residual ? "(lm_res ? lm_v + ((const float*)lm_res)[" + at + "] : lm_v)" : "lm_v", from);
+    };
     auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v) -> std::optional<Launch> {
       auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v);
       if (!body) return std::nullopt;
-      return Launch{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v)), Launch::Grid::Elements,
-                    linear_threads(count, v)};
+      w.set_residual_param(residual);
+      Launch l{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v)), Launch::Grid::Elements,
+               linear_threads(count, v)};
+      w.set_residual_param(false);
+      l.residual_in = residual;
+      return l;
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
       r.launches.push_back(*first);

@@ -444,6 +444,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   std::vector<void*> args;
   args.push_back(&out);
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
+  if (l.residual_in) args.push_back(&gemv_residual_);
   args.push_back(&dims_dev_);
   const int64_t work = eval(l.work);
   if (work <= 0) return;
@@ -541,8 +542,8 @@ bool CudaExecutor::run_linear(const LinearOperands& l, DevicePtr out, const std:
 
 std::optional<NodeId> CudaExecutor::residual_of(NodeId id, const std::vector<int>& uses, const std::vector<std::optional<DeviceBuffer>>& live) {
   const NodeKernels& k = *kernels_.per_node[id];
-  if (!options_.fold_residuals || !k.linear || graph_.node(id).dtype != DType::F32 || reader_lists_[id].size() != 1 || !on_library(*k.linear))
-    return std::nullopt;
+  if (!options_.fold_residuals || !k.linear || graph_.node(id).dtype != DType::F32 || reader_lists_[id].size() != 1) return std::nullopt;
+  if (!on_library(*k.linear) && !gemv_adds_residual(k)) return std::nullopt;
   const NodeId add = reader_lists_[id][0];
   const Node& a = graph_.node(add);
   if (a.op != OpKind::Add || a.dtype != DType::F32 || keeps(add) || a.inputs[0].src == a.inputs[1].src) return std::nullopt;
@@ -553,6 +554,13 @@ std::optional<NodeId> CudaExecutor::residual_of(NodeId id, const std::vector<int
   if (!a.inputs[0].view.is_contiguous() || !a.inputs[1].view.is_contiguous()) return std::nullopt;
   if (!(graph_.node(id).shape == a.shape) || !(xn.shape == a.shape)) return std::nullopt;
   return x;
+}
+
+bool CudaExecutor::gemv_adds_residual(const NodeKernels& k) {
+  if (k.launches.empty() || !k.launches.back().residual_in) return false;
+  for (const Launch& l : k.alternatives)
+    if (!l.residual_in) return false;
+  return true;
 }
 
 bool CudaExecutor::reads_in_order(const View& v) {
@@ -747,14 +755,20 @@ void CudaExecutor::run() {
     // A residual sum of this linear layer: its GEMM adds into the other operand's buffer.
     const std::optional<NodeId> residual = invariant ? std::nullopt : residual_of(id, uses, live);
     DeviceBuffer out;
-    if (residual) {
+    // On the library the GEMM adds into the other operand's buffer; a GEMV reads it (lm_res)
+    // and writes its own, which the Add takes on, leaving the other operand to the Add's release.
+    const bool residual_on_library = residual && on_library(*k.linear);
+    if (residual_on_library) {
       out = *live[*residual];
       live[*residual].reset();  // now the GEMM's; the Add takes it on (run releases nothing twice)
-      folded_[reader_lists_[id][0]] = id;
-      ++residuals_folded_;
     } else {
       out = take(n.dtype, concrete(n.shape));
     }
+    if (residual) {
+      folded_[reader_lists_[id][0]] = id;
+      ++residuals_folded_;
+    }
+    gemv_residual_ = residual && !residual_on_library ? live[*residual]->ptr : 0;
     if (k.tiled && use_tiled(k)) {  // a prefill's attention: one launch
       const size_t tiled_at = k.launches.size();  // functions_by_node_: launches, tiled, tiled_mma, tiled_mma_prep
       if (k.tiled_mma && offered(*k.tiled_mma)) {
@@ -778,7 +792,7 @@ void CudaExecutor::run() {
       // The activations' copy as the library's words (attention's heads merged into rows).
       Bf16Activations a = store_words(k, id, in, eval_true(k.linear->m), eval_true(k.linear->k));
       used_library_ = true;
-      bf16_gemm(*k.linear, a, in[1], out.ptr, residual.has_value());
+      bf16_gemm(*k.linear, a, in[1], out.ptr, residual_on_library);
       give_back(a);
     } else {
       size_t first = 0;
@@ -795,8 +809,8 @@ void CudaExecutor::run() {
         }
         first = 1;
       }
-      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual.has_value()))) {
-        LM_ASSERT(!residual, "a folded residual sum needs its GEMM on the library");
+      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual_on_library))) {
+        LM_ASSERT(!residual_on_library, "a residual sum folded for the library went to the GEMV");
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
         const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
         if (!k.launches.empty() && last >= first) {
@@ -807,6 +821,7 @@ void CudaExecutor::run() {
       }
       if (scratch) give_back(*scratch);
     }
+    gemv_residual_ = 0;
     release_inputs(n, 0);
     if (invariant && !capture) {  // no frees while recording (kept values exist by then)
       auto it = kept_.find(id);

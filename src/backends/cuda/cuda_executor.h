@@ -251,6 +251,11 @@ class CudaExecutor {
   int64_t residuals_folded_ = 0, scratch_copies_skipped_ = 0, launches_ = 0;
   // Whether this run's sizes and alignments take `l` to cuBLASLt.
   bool on_library(const LinearOperands& l);
+  // Whether every schedule of a linear layer's GEMV takes a residual (Launch::residual_in); then
+  // residual_of folds the Add that reads it in decode too, and gemv_residual_ is what launch()
+  // passes them (null outside such a node).
+  bool gemv_adds_residual(const NodeKernels& k);
+  DevicePtr gemv_residual_ = 0;
   // A linear layer's f32 activations as bf16 hi (+ lo, unless options_.bf16_activations), and
   // the GEMM that multiplies them by a bf16 weight (in place at `weight` + l.w_offset).
   struct Bf16Activations {
