@@ -86,13 +86,16 @@ if [ -n "${BF16:-}" ]; then
 fi
 if [ -n "${AB_ENV:-}" ]; then
   # The same benchmark with environment overrides (e.g. AB_ENV="LUMINAL_CUDA_WORDS=0"), for an
-  # A/B in one call; several sets separated by ';' run in turn. With BF16, in both activation
+  # A/B in one call; several sets separated by ';' run in turn (LUMINAL_BIN=path in a set runs
+  # that binary instead). With BF16, in both activation
   # modes (AB_MODES to choose: "f32" for a decode-only comparison).
   IFS=';' read -ra AB_SETS <<< "$AB_ENV"
   for I in "${!AB_SETS[@]}"; do
   for MODE in ${AB_MODES:-f32 ${BF16:+bf16}}; do
     echo "== luminal --backend cuda --activations $MODE with ${AB_SETS[$I]} [${SECONDS}s]"
-    env ${AB_SETS[$I]} "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
+    # A set may name another binary, LUMINAL_BIN=path (an older build carried beside this one).
+    AB_BIN=$(sed -n 's/.*LUMINAL_BIN=\([^ ]*\).*/\1/p' <<< "${AB_SETS[$I]}")
+    env ${AB_SETS[$I]} "${AB_BIN:-$BIN/luminal}" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
       --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" 2>&1
     grep -v "^luminal cuda:" "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" | tail -n ${AB_LINES:-40}
   done
