@@ -267,6 +267,27 @@ TEST(CudaCodegen, NormsAndGatedProductsHaveWordStores) {
     if (plan.node(static_cast<NodeId>(id)).op != OpKind::Add) continue;
     EXPECT_FALSE(k.per_node[id] && k.per_node[id]->words);
   }
+  // With bf16 activations each gated product's words also come reading gate and up as bf16
+  // (words_narrow; none f32-faithful), and the module compiles.
+  for (bool bf16 : {false, true}) {
+    PlanKernels kb = generate_plan_kernels(plan, CodegenOptions{.bf16_activations = bf16});
+    int narrow = 0;
+    for (size_t id = 0; id < plan.size(); ++id) {
+      if (!kb.per_node[id] || !kb.per_node[id]->words_narrow) continue;
+      const Node& n = plan.node(static_cast<NodeId>(id));
+      EXPECT_EQ(n.kernel, "Fused");
+      ASSERT_EQ(kb.per_node[id]->narrow_inputs.size(), n.inputs.size());
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Node& in = plan.node(n.inputs[i].src);
+        EXPECT_EQ(kb.per_node[id]->narrow_inputs[i], in.kernel == "Matmul") << "input " << i;
+      }
+      ++narrow;
+    }
+    EXPECT_EQ(narrow, bf16 ? config.layers : 0) << "bf16=" << bf16;
+    if (bf16 && have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(kb.source(), "sm_90", ""));
+    }
+  }
 }
 
 // Sibling linear layers (q, k, v; gate, up) make grouped GEMVs, and those compile.
@@ -659,31 +680,42 @@ TEST(CudaBackend, NormAndGatedProductStoreTheWordsTheirLinearLayersRead) {
       inputs["a"] = testing::random_buffer(DType::F32, {m, k}, 54);
       inputs["b"] = testing::random_buffer(DType::F32, {k, m}, 56);
       std::vector<std::map<std::string, Buffer>> outs;
-      std::vector<int64_t> stored;
-      for (bool words : {true, false}) {
-        CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16, .store_words = words});
+      std::vector<int64_t> stored, narrowed;
+      // Words stored, not stored, and stored with the gate and up GEMMs storing bf16 for the
+      // gated product (with bf16 activations and many rows; else the same as the first).
+      for (int mode : {0, 1, 2}) {
+        CudaExecutor cuda(plan, "", CudaOptions{.bf16_activations = bf16, .store_words = mode != 1, .narrow_gated_inputs = mode == 2});
         for (const auto& [name, b] : inputs) cuda.set_input(name, b);
         cuda.run();
         outs.push_back({{"y", cuda.output("y")}, {"z", cuda.output("z")}});
         stored.push_back(cuda.words_stored());
+        narrowed.push_back(cuda.narrowed_groups());
       }
       // The norm, the gated product and the copy, where the library takes their readers.
       EXPECT_EQ(stored[0], m >= 16 ? 3 : 0) << "m=" << m << " bf16=" << bf16;
       EXPECT_EQ(stored[1], 0);
+      EXPECT_EQ(stored[2], stored[0]);
+      EXPECT_EQ(narrowed[0] + narrowed[1], 0);
+      EXPECT_EQ(narrowed[2], bf16 && m >= 16 ? 1 : 0) << "m=" << m << " bf16=" << bf16;
       Interpreter ref(plan);
       for (const auto& [name, b] : inputs) ref.set_input(name, b);
       ref.run();
       for (const char* out : {"y", "z"}) {
-        const Buffer &got = outs[0].at(out), &without = outs[1].at(out), want = ref.output(out);
+        const Buffer &got = outs[0].at(out), &without = outs[1].at(out), &narrow = outs[2].at(out), want = ref.output(out);
         ASSERT_EQ(got.numel(), static_cast<size_t>(m * (out == std::string("y") ? k : n)));
-        double worst = 0, largest = 0;
+        double worst = 0, worst_narrow = 0, largest = 0;
         for (size_t i = 0; i < got.numel(); ++i) {
           ASSERT_EQ(got.get(i), without.get(i)) << out << " element " << i << " m=" << m << " bf16=" << bf16;
+          // Bit for bit where nothing narrowed (decode, f32-faithful, or z, which no group feeds).
+          if (narrowed[2] == 0 || out == std::string("z")) ASSERT_EQ(narrow.get(i), got.get(i)) << out << " element " << i;
           worst = std::max(worst, std::abs(got.get(i) - want.get(i)));
+          worst_narrow = std::max(worst_narrow, std::abs(narrow.get(i) - want.get(i)));
           largest = std::max(largest, std::abs(want.get(i)));
         }
-        // f32-faithful: hi + lo hold the activations to about 2^-17; bf16: rounded to 2^-8.
+        // f32-faithful: hi + lo hold the activations to about 2^-17; bf16: rounded to 2^-8 (the
+        // narrowed gate and up products once more each, within the same bound).
         EXPECT_LT(worst, (bf16 && m >= 16 ? 3e-2 : 1e-4) * largest) << out << " m=" << m << " bf16=" << bf16;
+        EXPECT_LT(worst_narrow, (bf16 && m >= 16 ? 3e-2 : 1e-4) * largest) << out << " m=" << m << " bf16=" << bf16 << " narrowed";
       }
     }
 }

@@ -101,13 +101,13 @@ struct State {
   std::mutex mu;
   Handle handle = nullptr;
   DevicePtr workspace = 0, side_workspace = 0;  // one per stream: concurrent calls must not share one
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans;
+  std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans;
 };
 
 // A shape's entry in State::plans.
-std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> plan_key(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m,
-                                                                                int64_t n, int64_t k) {
-  return std::make_tuple(t == DType::BF16 ? kR16BF : kR32F, m, n, k, lda, ldw, ldc);
+std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> plan_key(DType t, DType c_type, int64_t lda, int64_t ldw,
+                                                                                     int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  return std::make_tuple(t == DType::BF16 ? kR16BF : kR32F, c_type == DType::BF16 ? kR16BF : kR32F, m, n, k, lda, ldw, ldc);
 }
 
 State& state() {
@@ -119,16 +119,18 @@ State& state() {
 
 std::string cublaslt_unavailable_reason() { return loaded().error; }
 
-bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+bool cublaslt_ready(DType t, int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k, DType c_type) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  return st.plans.count(plan_key(t, lda, ldw, ldc, m, n, k)) > 0;
+  return st.plans.count(plan_key(t, c_type, lda, ldw, ldc, m, n, k)) > 0;
 }
 
 void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr w, int64_t ldw, DevicePtr c, int64_t ldc,
-                     int64_t m, int64_t n, int64_t k, bool accumulate, bool side) {
+                     int64_t m, int64_t n, int64_t k, bool accumulate, bool side, DType c_type) {
   if (!cublaslt_unavailable_reason().empty()) throw Error("cannot run a matmul on cuBLASLt: " + cublaslt_unavailable_reason());
   if (t != DType::BF16 && t != DType::F32) throw Error("cublaslt_linear: operands must be bf16 or f32");
+  if (c_type != DType::F32 && (c_type != DType::BF16 || t != DType::BF16 || accumulate))
+    throw Error("cublaslt_linear: C is f32, or bf16 for bf16 operands without accumulating");
   const Api& api = loaded().api;
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
@@ -137,7 +139,7 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
     st.workspace = ctx.alloc(kWorkspaceBytes);
   }
   const int type = t == DType::BF16 ? kR16BF : kR32F;
-  auto key = plan_key(t, lda, ldw, ldc, m, n, k);
+  auto key = plan_key(t, c_type, lda, ldw, ldc, m, n, k);
   auto it = st.plans.find(key);
   if (it == st.plans.end()) {
     side = false;  // timed on the main stream, and run there this once
@@ -150,7 +152,8 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
     check(api.cublasLtMatmulDescSetAttribute(p.desc, kDescTransB, &trans_b, sizeof trans_b), "set TRANSB");
     check(api.cublasLtMatrixLayoutCreate(&p.a, type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldw), "layout W");
     check(api.cublasLtMatrixLayoutCreate(&p.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda), "layout A");
-    check(api.cublasLtMatrixLayoutCreate(&p.c, kR32F, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldc), "layout C");
+    check(api.cublasLtMatrixLayoutCreate(&p.c, c_type == DType::BF16 ? kR16BF : kR32F, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldc),
+          "layout C");
     Handle pref = nullptr;
     check(api.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kWorkspaceBytes;
@@ -188,8 +191,8 @@ void cublaslt_linear(Context& ctx, DType t, DevicePtr a, int64_t lda, DevicePtr 
         if (ms[i] >= 0 && (ms[best] < 0 || ms[i] < ms[best])) best = i;
       const char* log = std::getenv("LUMINAL_CUDA_TUNE_LOG");
       if (log && std::string(log) == "1") {
-        std::fprintf(stderr, "cublaslt %lldx%lldx%lld %s: candidate %zu of %d;", static_cast<long long>(m), static_cast<long long>(n),
-                     static_cast<long long>(k), t == DType::BF16 ? "bf16" : "f32", best, found);
+        std::fprintf(stderr, "cublaslt %lldx%lldx%lld %s%s: candidate %zu of %d;", static_cast<long long>(m), static_cast<long long>(n),
+                     static_cast<long long>(k), t == DType::BF16 ? "bf16" : "f32", c_type == DType::BF16 ? " to bf16" : "", best, found);
         for (double x : ms) std::fprintf(stderr, " %.4f", x);
         std::fprintf(stderr, " ms\n");
       }

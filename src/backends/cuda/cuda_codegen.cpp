@@ -39,6 +39,8 @@ class KernelWriter {
   void set_extra_outputs(size_t n) { extra_outputs_ = n; }
   // A pointer parameter after those, lm_res (Launch::residual_in).
   void set_residual_param(bool on) { residual_param_ = on; }
+  // Inputs read as bf16 words where the node's dtype says f32 (NodeKernels::words_narrow).
+  void set_narrow_inputs(std::vector<bool> narrow) { narrow_ = std::move(narrow); }
   // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
   // lm_out and, where lm_out1 is not null, the bf16 of what it leaves to lm_out1, exactly as
   // kRowsToBf16 would split the stored f32 value.
@@ -60,8 +62,11 @@ class KernelWriter {
       DType t = in_dtypes_[i];
       s << "  auto lm_ld" << i << " = [&](long long lm_q) -> " << value_type(t) << " {\n";
       if (!ix.valid.is_const(1)) s << "    if (!" << c(ix.valid) << ") return " << value_lit(v.pad_value(), t) << ";\n";
-      s << "    return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_in" + std::to_string(i) + ")[" + c(ix.index) + "]")
-        << ";\n  };\n";
+      if (i < narrow_.size() && narrow_[i])  // an f32 value stored as bf16 by its producer (NodeKernels::words_narrow)
+        s << "    return lm_bf16_f32(((const uint16_t*)lm_in" << i << ")[" << c(ix.index) << "]);\n  };\n";
+      else
+        s << "    return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_in" + std::to_string(i) + ")[" + c(ix.index) + "]")
+          << ";\n  };\n";
     }
     return s.str();
   }
@@ -120,7 +125,16 @@ class KernelWriter {
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
   bool words_ = false, residual_param_ = false;
+  std::vector<bool> narrow_;
 };
+
+// Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
+// a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
+bool linear_output(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  return n.op == OpKind::Kernel && n.kernel == "Matmul" && n.dtype == DType::F32 && n.inputs.size() == 2 &&
+         g.node(n.inputs[1].src).dtype == DType::BF16;
+}
 
 // Whether node `id` is read only as the activations of linear layers (Matmul input 0, never
 // the weight): then its value may go to them as bf16 words (NodeKernels::words).
@@ -455,6 +469,22 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     if (words) {
       w.set_words(true);
       r.words = Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+      // With bf16 activations, a prefill's gate and up products may reach the gated product as
+      // bf16 (the library's GEMMs round their sums once): its words read from those.
+      if (options.bf16_activations) {
+        std::vector<bool> narrow(n.inputs.size(), false);
+        bool any = false;
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          narrow[i] = linear_output(g, n.inputs[i].src) && n.inputs[i].view.is_contiguous();
+          any = any || narrow[i];
+        }
+        if (any) {
+          w.set_narrow_inputs(narrow);
+          r.words_narrow = Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+          r.narrow_inputs = narrow;
+          w.set_narrow_inputs({});
+        }
+      }
       w.set_words(false);
     }
     return r;

@@ -99,6 +99,11 @@ struct NodeKernels {
   // layer whose activations go through a scratch copy (LinearOperands::a_from_scratch): that
   // copy storing the words, for when it runs on the library.
   std::optional<Launch> words;
+  // A Fused node's `words` reading the inputs marked in `narrow_inputs` (f32 linear layers'
+  // outputs, read in order) as bf16, for a prefill with bf16 activations whose GEMMs for those
+  // layers store bf16 (CudaExecutor::narrow_group).
+  std::optional<Launch> words_narrow;
+  std::vector<bool> narrow_inputs;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

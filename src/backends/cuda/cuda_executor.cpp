@@ -102,6 +102,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->tiled_mma_prep) used.insert(k->tiled_mma_prep->function);
     if (k->once) used.insert(k->once->function);
     if (k->words) used.insert(k->words->function);
+    if (k->words_narrow) used.insert(k->words_narrow->function);
   }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
@@ -160,6 +161,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   rows_to_bf16_ = modules_[0]->function(kRowsToBf16);
   functions_by_node_.resize(graph_.size());
   words_functions_.assign(graph_.size(), nullptr);
+  words_narrow_functions_.assign(graph_.size(), nullptr);
   std::map<std::string, void*> by_name;
   for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
     by_name[kernels_.functions.names[i]] = modules_[PlanKernels::part_of(kernels_.functions.names[i], parts)]->function(kernels_.functions.names[i]);
@@ -172,6 +174,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->once) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->once->function));  // last
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
+    if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
   }
   for (LinearGroup& g : groups_) {
     g.function = by_name.at(g.kernels.launches[0].function);
@@ -202,6 +205,8 @@ void CudaExecutor::read_env_options() {
   if (fold && std::string(fold) == "0") options_.fold_residuals = false;
   const char* skip = std::getenv("LUMINAL_CUDA_SKIP_COPIES");
   if (skip && std::string(skip) == "0") options_.skip_in_order_copies = false;
+  const char* narrow = std::getenv("LUMINAL_CUDA_NARROW");
+  if (narrow && std::string(narrow) == "0") options_.narrow_gated_inputs = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -488,7 +493,8 @@ CudaExecutor::Bf16Activations CudaExecutor::store_words(const NodeKernels& k, No
   Bf16Activations a = take_bf16(m, cols);
   std::vector<DevicePtr> with = in;
   with.push_back(a.lo ? a.lo->ptr : 0);
-  launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
+  if (narrow_readers_.erase(id)) launch(*k.words_narrow, k, words_narrow_functions_[id], a.hi.ptr, with);  // its inputs are bf16
+  else launch(*k.words, k, words_functions_[id], a.hi.ptr, with);
   ++words_stored_;
   return a;
 }
@@ -504,13 +510,14 @@ CudaExecutor::Bf16Activations CudaExecutor::to_bf16(const LinearOperands& l, Dev
 }
 
 void CudaExecutor::bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate,
-                             bool side) {
+                             bool side, DType out_type) {
   const int64_t m = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k), ldw = eval_true(l.w_row_stride);
   const DevicePtr w = weight + static_cast<DevicePtr>(eval_true(l.w_offset)) * 2;
   // Both parts on one stream (lo adds into what hi wrote): the side one only where the shape's
   // algorithm is chosen already, else its first call would time it on the main stream.
-  side = side && cublaslt_ready(DType::BF16, k, ldw, n, m, n, k);
-  cublaslt_linear(ctx_, DType::BF16, a.hi.ptr, k, w, ldw, out, n, m, n, k, accumulate, side);
+  side = side && cublaslt_ready(DType::BF16, k, ldw, n, m, n, k, out_type);
+  cublaslt_linear(ctx_, DType::BF16, a.hi.ptr, k, w, ldw, out, n, m, n, k, accumulate, side, out_type);
+  LM_ASSERT(!a.lo || out_type == DType::F32, "a bf16 GEMM output with the activations' lo part");
   if (a.lo) cublaslt_linear(ctx_, DType::BF16, a.lo->ptr, k, w, ldw, out, n, m, n, k, /*accumulate=*/true, side);
 }
 
@@ -660,6 +667,7 @@ void CudaExecutor::run() {
   }
   used_library_ = false;
   folded_.clear();
+  narrow_readers_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
@@ -928,7 +936,10 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
     used_library_ = true;
     auto stored = words_.find(producer);
     Bf16Activations a = stored != words_.end() ? stored->second : to_bf16(*kernels_.per_node[g.members[0]]->linear, activations);
-    for (NodeId m : g.members) g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));
+    const std::optional<NodeId> narrow = narrow_group(g);
+    g.out_type = narrow ? DType::BF16 : DType::F32;
+    if (narrow) narrow_readers_.insert(*narrow), ++narrowed_groups_;
+    for (NodeId m : g.members) g.pending.push_back(take(g.out_type, concrete(graph_.node(m).shape)));
     group_gemms(g, a, group_concurrent(g, a, capturing));
     if (stored == words_.end()) give_back(a);
     return;
@@ -943,10 +954,28 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
   launch(v == 0 ? g.kernels.launches[0] : g.kernels.alternatives[v - 1], g.kernels, v == 0 ? g.function : g.alternatives[v - 1], out, in);
 }
 
+std::optional<NodeId> CudaExecutor::narrow_group(const LinearGroup& g) {
+  if (!options_.narrow_gated_inputs || !options_.bf16_activations || !options_.tensor_cores || !g.on_library || g.members.empty())
+    return std::nullopt;
+  if (reader_lists_[g.members[0]].size() != 1) return std::nullopt;
+  const NodeId r = reader_lists_[g.members[0]][0];
+  const NodeKernels* k = kernels_.per_node[r] ? &*kernels_.per_node[r] : nullptr;
+  if (!k || !k->words_narrow || !words_narrow_functions_[r] || keeps(r) || !words_shape(r)) return std::nullopt;
+  const Node& rn = graph_.node(r);
+  for (NodeId m : g.members)
+    if (reader_lists_[m].size() != 1 || reader_lists_[m][0] != r) return std::nullopt;
+  // Its narrow inputs are exactly the members: every member read as bf16, nothing else.
+  for (size_t i = 0; i < rn.inputs.size(); ++i) {
+    const bool member = std::find(g.members.begin(), g.members.end(), rn.inputs[i].src) != g.members.end();
+    if (member != (i < k->narrow_inputs.size() && k->narrow_inputs[i])) return std::nullopt;
+  }
+  return r;
+}
+
 void CudaExecutor::group_gemms(LinearGroup& g, const Bf16Activations& a, bool side) {
   if (side) ctx_.fork();
   for (size_t i = 0; i < g.members.size(); ++i)
-    bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending[i].ptr, false, side && i > 0);
+    bf16_gemm(*kernels_.per_node[g.members[i]]->linear, a, g.base + g.offsets[i], g.pending[i].ptr, false, side && i > 0, g.out_type);
   if (side) ctx_.join();  // before the activations go back to the pool
 }
 
@@ -959,7 +988,7 @@ bool CudaExecutor::group_concurrent(LinearGroup& g, const Bf16Activations& a, bo
     const int64_t rows = eval_true(l.m), n = eval_true(l.n), k = eval_true(l.k);
     // Until every member's algorithm is chosen (their first, timed, calls), side by side would
     // put those timings on the main stream anyway: serial, and no decision yet.
-    if (!cublaslt_ready(DType::BF16, k, eval_true(l.w_row_stride), n, rows, n, k)) return false;
+    if (!cublaslt_ready(DType::BF16, k, eval_true(l.w_row_stride), n, rows, n, k, g.out_type)) return false;
     if (key.empty()) key.push_back(rows);
     key.push_back(k);
     key.push_back(n);

@@ -94,6 +94,10 @@ struct CudaOptions {
   // place, without the scratch copy, where that view reads its source in order at the run's
   // dims (a decode's attention heads merged into one row). Also LUMINAL_CUDA_SKIP_COPIES=0.
   bool skip_in_order_copies = true;
+  // With bf16 activations, a prefill's sibling linear layers on the library (gate and up) store
+  // their GEMMs' sums as bf16 where their one reader is a gated product that stores words: it
+  // reads half the bytes (NodeKernels::words_narrow). Also LUMINAL_CUDA_NARROW=0.
+  bool narrow_gated_inputs = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -150,6 +154,8 @@ class CudaExecutor {
   int64_t scratch_copies_skipped() const { return scratch_copies_skipped_; }
   // Kernel launches made launch by launch (not replayed from a CUDA graph), since construction.
   int64_t launches() const { return launches_; }
+  // Runs of a linear group whose GEMMs stored bf16 for their gated product (narrow_group).
+  int64_t narrowed_groups() const { return narrowed_groups_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -219,6 +225,7 @@ class CudaExecutor {
     DevicePtr base = 0;
     bool active = false;                // this run uses it
     bool on_library = false;            // this run's members go to cuBLASLt (many rows), else the GEMV
+    DType out_type = DType::F32;        // this run's outputs: bf16 where narrow_group says so
     std::vector<DeviceBuffer> pending;  // this run's outputs, by member
   };
   std::vector<LinearGroup> groups_;
@@ -228,6 +235,12 @@ class CudaExecutor {
   void find_linear_groups();
   bool group_usable(LinearGroup& g);  // also decides g.on_library
   void run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing);
+  // The gated product that is a library group's only reader, where the group's GEMMs may store
+  // bf16 for it (bf16 activations; it reads every member, and them alone, as words_narrow's
+  // narrow inputs, and stores words this run): a prefill's gate and up products then cross
+  // memory in half the bytes. narrow_readers_: such readers this run.
+  std::optional<NodeId> narrow_group(const LinearGroup& g);
+  std::set<NodeId> narrow_readers_;
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
@@ -248,7 +261,7 @@ class CudaExecutor {
   // run's remaining readers and live buffers; folded_: such an Add -> its GEMM.
   std::optional<NodeId> residual_of(NodeId id, const std::vector<int>& uses, const std::vector<std::optional<DeviceBuffer>>& live);
   std::map<NodeId, NodeId> folded_;
-  int64_t residuals_folded_ = 0, scratch_copies_skipped_ = 0, launches_ = 0;
+  int64_t residuals_folded_ = 0, scratch_copies_skipped_ = 0, launches_ = 0, narrowed_groups_ = 0;
   // Whether this run's sizes and alignments take `l` to cuBLASLt.
   bool on_library(const LinearOperands& l);
   // Whether every schedule of a linear layer's GEMV takes a residual (Launch::residual_in); then
@@ -269,7 +282,7 @@ class CudaExecutor {
   void group_gemms(LinearGroup& g, const Bf16Activations& a, bool side);
   // `side`: on the context's side stream (between a fork and a join), where the shape allows.
   void bf16_gemm(const LinearOperands& l, const Bf16Activations& a, DevicePtr weight, DevicePtr out, bool accumulate = false,
-                 bool side = false);
+                 bool side = false, DType out_type = DType::F32);
   void give_back(Bf16Activations& a);
   // A producer with NodeKernels::words stores them when every reader is a linear layer that
   // this run takes to the library with the producer's whole value as its [m, k] activations:
@@ -280,7 +293,7 @@ class CudaExecutor {
   // Whether a linear layer's scratch copy stores words this run (it goes to the library).
   bool scratch_words(const std::optional<LinearOperands>& l, DType out_dtype);
   std::vector<std::vector<NodeId>> reader_lists_;
-  std::vector<void*> words_functions_;  // by node
+  std::vector<void*> words_functions_, words_narrow_functions_;  // by node
   std::map<NodeId, Bf16Activations> words_;
   int64_t words_stored_ = 0;
 
