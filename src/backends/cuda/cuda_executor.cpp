@@ -760,7 +760,7 @@ void CudaExecutor::run() {
         continue;
       }
     }
-    // A residual sum of this linear layer: its GEMM adds into the other operand's buffer.
+    // A residual sum of this linear layer, folded into its GEMM or GEMV (the Add then runs nothing).
     const std::optional<NodeId> residual = invariant ? std::nullopt : residual_of(id, uses, live);
     DeviceBuffer out;
     // On the library the GEMM adds into the other operand's buffer; a GEMV reads it (lm_res)
