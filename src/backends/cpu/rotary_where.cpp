@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/row_kernels.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/simd8.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -66,10 +67,11 @@ bool rms_norm_rotary(const Node& n, const std::vector<Reader>& in, const std::ve
   const int64_t d = x->len;
   // Each row normed into a scratch row (RMSNormMul's f32 values), then rotated into the output.
   pool.parallel_for(x->rows, [&](int64_t r0, int64_t r1) {
-    std::vector<float> normed(static_cast<size_t>(d));
+    static thread_local std::vector<float> row;  // per thread, reused across calls
+    float* normed = scratch(row, static_cast<size_t>(d));
     for (int64_t r = r0; r < r1; ++r) {
-      rms_mul_row(x->row(r), wp, normed.data(), d, n.constant);
-      rotary_row(normed.data(), c->row(r), s->row(r), o + r * d, d);
+      rms_mul_row(x->row(r), wp, normed, d, n.constant);
+      rotary_row(normed, c->row(r), s->row(r), o + r * d, d);
     }
   }, row_grain(d));
   return true;

@@ -128,6 +128,14 @@ class KernelWriter {
   std::vector<bool> narrow_;
 };
 
+// A row kernel's RMS scale: the sum of squares of `x` (an expression of lm_k) over the row by
+// `loop`, the block's sum, then lm_scale = 1 / sqrt(mean + eps) (lm_inv_n declared before).
+std::string rms_scale(const char* loop, const std::string& x, double eps) {
+  return std::string("  float lm_ss = 0.0f;\n") + loop + "    const float lm_v = " + x + ";\n    lm_ss += lm_v * lm_v;\n  }\n" +
+         "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n" +
+         "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
+}
+
 // Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
 // a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
 bool linear_output(const Graph& g, NodeId id) {
@@ -467,8 +475,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     const FusedProgram p = FusedProgram::decode(n.code);
     elementwise(w.program_at(p, "lm_z", "    "));
     if (words) {
+      auto words_launch = [&] {
+        return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+      };
       w.set_words(true);
-      r.words = Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+      r.words = words_launch();
       // With bf16 activations, a prefill's gate and up products may reach the gated product as
       // bf16 (the library's GEMMs round their sums once): its words read from those.
       if (options.bf16_activations) {
@@ -480,7 +491,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         }
         if (any) {
           w.set_narrow_inputs(narrow);
-          r.words_narrow = Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+          r.words_narrow = words_launch();
           r.narrow_inputs = narrow;
           w.set_narrow_inputs({});
         }
@@ -511,9 +522,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     std::ostringstream s;
     const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n"
-      << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = (float)lm_ld0(lm_at(lm_k));\n    lm_ss += lm_v * lm_v;\n  }\n"
-      << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-      << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+      << rms_scale(loop, "(float)lm_ld0(lm_at(lm_k))", n.constant)
       << "  auto lm_xn = [&](long long lm_k) { return ((float)lm_ld0(lm_at(lm_k)) * lm_scale) * (float)lm_ld1(lm_at(lm_k)); };\n"
       << "  const long long lm_half = lm_len / 2;\n"
       << loop << "    const float lm_rot = lm_k < lm_len - lm_half ? -lm_xn(lm_k + lm_half) : lm_xn(lm_k - (lm_len - lm_half));\n"
@@ -567,9 +576,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
             << "      if (lm_k < lm_len) " << w.out_store("lm_at(lm_k)", gain ? "(lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]" : "lm_xs[lm_u] * lm_scale", DType::F32)
             << "    }\n    return;\n  }\n";
         }
-        s << "  float lm_ss = 0.0f;\n" << loop << "    const float lm_v = lm_x(lm_k);\n    lm_ss += lm_v * lm_v;\n  }\n"
-          << "  lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-          << "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+        s << rms_scale(loop, "lm_x(lm_k)", n.constant)
           << loop << "    " << w.out_store("lm_at(lm_k)", k == "RMSNormMul" ? "(lm_x(lm_k) * lm_scale) * (float)lm_ld1(lm_at(lm_k))" : "lm_x(lm_k) * lm_scale", DType::F32) << "  }\n";
       }
       return s.str();

@@ -960,7 +960,7 @@ std::optional<NodeId> CudaExecutor::narrow_group(const LinearGroup& g) {
   if (reader_lists_[g.members[0]].size() != 1) return std::nullopt;
   const NodeId r = reader_lists_[g.members[0]][0];
   const NodeKernels* k = kernels_.per_node[r] ? &*kernels_.per_node[r] : nullptr;
-  if (!k || !k->words_narrow || !words_narrow_functions_[r] || keeps(r) || !words_shape(r)) return std::nullopt;
+  if (!k || !k->words_narrow || keeps(r) || !words_shape(r)) return std::nullopt;
   const Node& rn = graph_.node(r);
   for (NodeId m : g.members)
     if (reader_lists_[m].size() != 1 || reader_lists_[m][0] != r) return std::nullopt;
