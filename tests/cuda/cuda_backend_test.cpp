@@ -124,11 +124,16 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
   PlanKernels k = fixture_plan_kernels("qwen3-moe-tiny");
   std::set<std::string> only_alternatives;
   for (const auto& n : k.per_node)
-    if (n)
+    if (n) {
       for (const Launch& l : n->alternatives) only_alternatives.insert(l.function);
+      if (n->normed)  // the schedules that fold in a norm: their first stays too
+        for (const Launch& l : n->normed->alternatives) only_alternatives.insert(l.function);
+    }
   for (const auto& n : k.per_node)
-    if (n)
+    if (n) {
       for (const Launch& l : n->launches) only_alternatives.erase(l.function);
+      if (n->normed) only_alternatives.erase(n->normed->launches[0].function);
+    }
   ASSERT_GT(only_alternatives.size(), 10u);  // the GEMV and ScaledMatmul schedules
   const size_t before = k.functions.names.size();
   k.drop_alternatives();
@@ -138,12 +143,66 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (!n) continue;
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
+    if (n->normed) {
+      EXPECT_TRUE(n->normed->alternatives.empty());
+      EXPECT_TRUE(kept.count(n->normed->launches[0].function)) << n->normed->launches[0].function;
+    }
     for (const std::optional<Launch>& l : {n->tiled, n->tiled_mma}) {
       if (l) {
         EXPECT_TRUE(kept.count(l->function)) << l->function;
       }
     }
   }
+  if (have_nvrtc()) {
+    EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+  }
+}
+
+// A decode's norms before q/k/v, gate/up and the LM head are read by linear layers alone: those
+// layers, and the groups of siblings among them, also have schedules that fold the norm in
+// (reading its input and gain), one for each of their own schedules.
+TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  const ModelConfig cfg = fixture_config("llama-tiny");
+  build_decoder(g, cfg, o);
+  Graph plan = compile(g, CompileOptions{}).plan;
+  PlanKernels k = generate_plan_kernels(plan);
+  std::map<NodeId, std::vector<NodeId>> readers_of_norm;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(id);
+    if (!k.per_node[id] || !k.per_node[id]->normed) continue;
+    const Node& p = plan.node(n.inputs[0].src);
+    EXPECT_EQ(p.kernel, "RMSNormMul");
+    readers_of_norm[n.inputs[0].src].push_back(id);
+    const NodeKernels& normed = *k.per_node[id]->normed;
+    EXPECT_EQ(normed.alternatives.size(), k.per_node[id]->alternatives.size());
+    EXPECT_TRUE(normed.launches[0].gain_in);
+  }
+  // Two norms a layer (q/k/v; gate/up). Not the final one: it reads the last row of h through a
+  // view masked by max(0, 1 - seq), which is not one plain layer.
+  EXPECT_EQ(readers_of_norm.size(), static_cast<size_t>(2 * cfg.layers));
+  size_t groups = 0, gated = 0;
+  for (const auto& [norm, readers] : readers_of_norm) {
+    if (readers.size() < 2) continue;
+    auto grouped = emit_grouped_linear(plan, readers, plan.dims(), k.functions);
+    ASSERT_TRUE(grouped.has_value());
+    ASSERT_TRUE(grouped->normed != nullptr);
+    EXPECT_EQ(grouped->normed->alternatives.size(), grouped->alternatives.size());
+    ++groups;
+    // gate and up: their one reader, the gated product, is stored by the group's GEMV instead,
+    // normed or not, on the schedules whose units take an even number of columns.
+    if (readers.size() != 2) continue;
+    ASSERT_TRUE(grouped->gated != nullptr && grouped->normed->gated != nullptr);
+    EXPECT_EQ(plan.node(grouped->gated_node).kernel, "Fused");
+    EXPECT_EQ(grouped->normed->gated_node, grouped->gated_node);
+    EXPECT_EQ(grouped->gated->alternatives.size(), 4u);
+    EXPECT_TRUE(grouped->normed->gated->launches[0].gain_in);
+    ++gated;
+  }
+  EXPECT_EQ(groups, static_cast<size_t>(2 * cfg.layers));
+  EXPECT_EQ(gated, static_cast<size_t>(cfg.layers));
   if (have_nvrtc()) {
     EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
   }
@@ -769,6 +828,129 @@ TEST(CudaBackend, ResidualSumsFoldIntoTheirGemm) {
       for (size_t i = 0; i < want.numel(); ++i) {
         ASSERT_NEAR(ys[0].get(i), ys[1].get(i), 1e-6 * largest) << "element " << i << " m=" << m << " bf16=" << bf16;
         ASSERT_NEAR(ys[0].get(i), want.get(i), (bf16 && m >= 16 ? 3e-2 : 1e-4) * largest) << "element " << i << " m=" << m << " bf16=" << bf16;
+      }
+    }
+}
+
+// An RMS norm whose readers are all linear layers on the GEMV (a decode's) launches nothing: the
+// GEMVs read its input and gain and norm as they load. Two sibling layers with bf16 weights (one
+// group) read a norm with an f32 gain over rows of 264 (the GEMV's 16-byte loads); a lone layer
+// with f32 weights reads a norm with a bf16 gain over rows of 70 (its one-element path). At 1 and
+// 3 rows both norms fold, at 40 only the lone layer's; every way against the reference
+// and the unfolded run, through the recorded and replayed graphs too, with three schedules.
+TEST(CudaBackend, NormsFoldIntoTheGemvsThatReadThem) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k1 = 264, k2 = 70, n = 40;
+  const Expr s = Expr::var("s");
+  Graph g;
+  Tensor x1 = input(g, "x1", DType::F32, {s, Expr(k1)}), x2 = input(g, "x2", DType::F32, {s, Expr(k2)});
+  Tensor g1 = input(g, "g1", DType::F32, {Expr(k1)}), g2 = input(g, "g2", DType::BF16, {Expr(k2)});
+  Tensor wq = input(g, "wq", DType::BF16, {Expr(n), Expr(k1)}), wk = input(g, "wk", DType::BF16, {Expr(n + 8), Expr(k1)});
+  Tensor wo = input(g, "wo", DType::F32, {Expr(n), Expr(k2)});
+  Tensor h1 = rms_norm(x1, g1, 1e-5), h2 = rms_norm(x2, cast(g2, DType::F32), 1e-6);
+  linear(h1, cast(wq, DType::F32), std::nullopt).output("q");
+  linear(h1, cast(wk, DType::F32), std::nullopt).output("k");
+  linear(h2, wo, std::nullopt).output("o");
+  Graph plan = compiled(g);
+  ASSERT_EQ(count_kernels(plan, "RMSNormMul"), 2);
+  uint32_t seed = 90;
+  const std::map<std::string, Buffer> weights = {{"g1", testing::random_buffer(DType::F32, {k1}, seed++)},
+                                                 {"g2", testing::random_buffer(DType::BF16, {k2}, seed++)},
+                                                 {"wq", testing::random_buffer(DType::BF16, {n, k1}, seed++)},
+                                                 {"wk", testing::random_buffer(DType::BF16, {n + 8, k1}, seed++)},
+                                                 {"wo", testing::random_buffer(DType::F32, {n, k2}, seed++)}};
+  for (int variant : {-1, 3, 9})
+    for (int64_t m : {1, 3, 40}) {
+      std::map<std::string, Buffer> inputs = weights;
+      inputs["x1"] = testing::random_buffer(DType::F32, {m, k1}, seed++);
+      inputs["x2"] = testing::random_buffer(DType::F32, {m, k2}, seed++);
+      Interpreter ref(plan);
+      for (const auto& [name, b] : inputs) ref.set_input(name, b);
+      ref.run();
+      std::map<std::string, std::vector<Buffer>> got;
+      std::vector<int64_t> folded;
+      for (bool fold : {true, false}) {
+        CudaExecutor cuda(plan, "", CudaOptions{.force_variant = variant, .norm_in_gemv = fold});
+        for (const auto& [name, b] : inputs) cuda.set_input(name, b);
+        for (int run = 0; run < 3; ++run) cuda.run();  // launched, recorded, replayed (the GEMV's)
+        for (const char* o : {"q", "k", "o"}) got[o].push_back(cuda.output(o));
+        folded.push_back(cuda.norms_folded());
+      }
+      // Two norms a run that goes launch by launch (the third replays the second's graph); at
+      // 40 rows the group goes to the library, but the lone layer stays on the GEMV (rows of 70
+      // f32 values are not 16-byte aligned for the library) in all three runs (runs that call
+      // the library are never recorded).
+      EXPECT_EQ(folded[0], m < 16 ? 4 : 3) << "m=" << m;
+      EXPECT_EQ(folded[1], 0);
+      for (const char* o : {"q", "k", "o"}) {
+        const Buffer want = ref.output(o);
+        double largest = 0;
+        for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
+        ASSERT_EQ(got[o][0].numel(), want.numel());
+        const double tol = (m >= 16 && std::string(o) != "o" ? 1e-3 : 2e-5) * largest;  // the library's bf16 parts
+        for (size_t i = 0; i < want.numel(); ++i) {
+          ASSERT_NEAR(got[o][0].get(i), want.get(i), tol) << o << " element " << i << " m=" << m << " variant " << variant;
+          ASSERT_NEAR(got[o][0].get(i), got[o][1].get(i), tol) << o << " element " << i << " m=" << m << " variant " << variant;
+        }
+      }
+    }
+}
+
+// A linear group whose one reader is the gated product of its two outputs (a decode's gate and
+// up) stores the product itself: the product launches nothing. Through a norm the GEMV folds in
+// and straight from an input (its product reading up first); 37 columns a member (a unit's last pair of columns half past the
+// end); at 1 and 3 rows (the GEMV) and 40 (the library: nothing folds), with three schedules,
+// against the reference and the unfolded run, through recorded and replayed graphs.
+TEST(CudaBackend, GatedProductsFoldIntoTheirGroupsGemv) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k = 256, half = 37;
+  const Expr s = Expr::var("s");
+  Graph g;
+  Tensor x1 = input(g, "x1", DType::F32, {s, Expr(k)}), x2 = input(g, "x2", DType::F32, {s, Expr(k)});
+  Tensor gain = input(g, "gain", DType::BF16, {Expr(k)});
+  std::map<std::string, Tensor> w;
+  for (const char* name : {"gate1", "up1", "gate2", "up2"}) w.emplace(name, input(g, name, DType::BF16, {Expr(half), Expr(k)}));
+  Tensor h1 = rms_norm(x1, cast(gain, DType::F32), 1e-6);
+  auto lin = [&](const Tensor& a, const char* name) { return linear(a, cast(w.at(name), DType::F32), std::nullopt); };
+  (silu(lin(h1, "gate1")) * lin(h1, "up1")).output("y1");
+  (lin(x2, "up2") * sigmoid(lin(x2, "gate2"))).output("y2");
+  Graph plan = compiled(g);
+  uint32_t seed = 120;
+  std::map<std::string, Buffer> weights = {{"gain", testing::random_buffer(DType::BF16, {k}, seed++)}};
+  for (const auto& [name, t] : w) weights[name] = testing::random_buffer(DType::BF16, {half, k}, seed++);
+  for (int variant : {-1, 1, 3})
+    for (int64_t m : {1, 3, 40}) {
+      std::map<std::string, Buffer> inputs = weights;
+      inputs["x1"] = testing::random_buffer(DType::F32, {m, k}, seed++);
+      inputs["x2"] = testing::random_buffer(DType::F32, {m, k}, seed++);
+      Interpreter ref(plan);
+      for (const auto& [name, b] : inputs) ref.set_input(name, b);
+      ref.run();
+      std::map<std::string, std::vector<Buffer>> got;
+      std::vector<int64_t> products, norms;
+      for (bool fold : {true, false}) {
+        CudaExecutor cuda(plan, "", CudaOptions{.force_variant = variant, .gated_in_gemv = fold});
+        for (const auto& [name, b] : inputs) cuda.set_input(name, b);
+        for (int run = 0; run < 3; ++run) cuda.run();  // launched, recorded, replayed (the GEMV's)
+        for (const char* o : {"y1", "y2"}) got[o].push_back(cuda.output(o));
+        products.push_back(cuda.products_folded());
+        norms.push_back(cuda.norms_folded());
+      }
+      // Two products a run that goes launch by launch (the third replays the second's graph),
+      // and the norm folds into the gated GEMV as into the plain one.
+      EXPECT_EQ(products[0], m < 16 ? 4 : 0) << "m=" << m << " variant " << variant;
+      EXPECT_EQ(products[1], 0);
+      EXPECT_EQ(norms[0], m < 16 ? 2 : 0) << "m=" << m;
+      for (const char* o : {"y1", "y2"}) {
+        const Buffer want = ref.output(o);
+        double largest = 0;
+        for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
+        ASSERT_EQ(got[o][0].numel(), want.numel());
+        const double tol = (m >= 16 ? 1e-3 : 2e-5) * largest;  // the library's bf16 parts
+        for (size_t i = 0; i < want.numel(); ++i) {
+          ASSERT_NEAR(got[o][0].get(i), want.get(i), tol) << o << " element " << i << " m=" << m << " variant " << variant;
+          ASSERT_NEAR(got[o][0].get(i), got[o][1].get(i), tol) << o << " element " << i << " m=" << m << " variant " << variant;
+        }
       }
     }
 }

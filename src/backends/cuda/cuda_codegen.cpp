@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "backends/cpu/fused_codegen.h"
@@ -25,7 +26,7 @@ using namespace gen;
 class KernelWriter {
  public:
   KernelWriter(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims)
-      : g_(g), n_(g.node(id)), dims_(node_dims(g.node(id))) {
+      : g_(g), n_(g.node(id)), dims_(node_dims(g.node(id))), graph_dims_(graph_dims) {
     for (const std::string& d : dims_) {
       auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
       LM_ASSERT(it != graph_dims.end(), "dim " + d + " is missing from the graph's dims");
@@ -39,6 +40,15 @@ class KernelWriter {
   void set_extra_outputs(size_t n) { extra_outputs_ = n; }
   // A pointer parameter after those, lm_res (Launch::residual_in).
   void set_residual_param(bool on) { residual_param_ = on; }
+  // A pointer parameter after those, lm_gain (Launch::gain_in).
+  void set_gain_param(bool on) { gain_param_ = on; }
+  // Dims the body uses beyond the node's own (a folded norm's input view), declared as locals too.
+  void set_extra_dims(const std::vector<std::string>& dims) {
+    extra_dims_.clear();
+    for (const std::string& d : dims)
+      if (std::find(dims_.begin(), dims_.end(), d) == dims_.end() && std::find(extra_dims_.begin(), extra_dims_.end(), d) == extra_dims_.end())
+        extra_dims_.push_back(d);
+  }
   // Inputs read as bf16 words where the node's dtype says f32 (NodeKernels::words_narrow).
   void set_narrow_inputs(std::vector<bool> narrow) { narrow_ = std::move(narrow); }
   // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
@@ -56,6 +66,11 @@ class KernelWriter {
   std::string preamble() const {
     std::ostringstream s;
     for (size_t i = 0; i < dims_.size(); ++i) s << "  const long long " << dims_[i] << " = lm_dims[" << dim_slots_[i] << "];\n";
+    for (const std::string& d : extra_dims_) {
+      auto it = std::find(graph_dims_.begin(), graph_dims_.end(), d);
+      LM_ASSERT(it != graph_dims_.end(), "dim " + d + " is missing from the graph's dims");
+      s << "  const long long " << d << " = lm_dims[" << (it - graph_dims_.begin()) << "];\n";
+    }
     for (size_t i = 0; i < n_.inputs.size(); ++i) {
       const View& v = n_.inputs[i].view;
       IndexExprs ix = v.flat_index();
@@ -84,6 +99,7 @@ class KernelWriter {
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     if (residual_param_) params << ", const char* __restrict__ lm_res";
+    if (gain_param_) params << ", const char* __restrict__ lm_gain";
     params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.
@@ -120,11 +136,11 @@ class KernelWriter {
  private:
   const Graph& g_;
   const Node& n_;
-  std::vector<std::string> dims_;
+  std::vector<std::string> dims_, extra_dims_, graph_dims_;
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
-  bool words_ = false, residual_param_ = false;
+  bool words_ = false, residual_param_ = false, gain_param_ = false;
   std::vector<bool> narrow_;
 };
 
@@ -157,6 +173,44 @@ bool feeds_only_linear_layers(const Graph& g, NodeId id) {
     }
   }
   return any;
+}
+
+// The RMS norm linear layer `mm`'s GEMV may fold in (NormPrologue): mm reads the whole value of
+// an f32 RMSNorm or RMSNormMul over its last axis, in order, whose x is one strided layer with
+// unit stride along that axis and whose gain (if any) is broadcast over the rows and contiguous
+// along it. Gives x's layer, the prologue and the dims their offsets and strides use.
+struct FoldedNorm {
+  ViewLayer x;
+  NormPrologue prologue;
+  std::vector<std::string> dims;
+};
+std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
+  const Node& p = g.node(mm.inputs[0].src);
+  if (p.op != OpKind::Kernel || (p.kernel != "RMSNormMul" && p.kernel != "RMSNorm") || p.dtype != DType::F32 || p.shape.empty() ||
+      p.axis + 1 != p.shape.size() || mm.inputs[1].src == mm.inputs[0].src)
+    return std::nullopt;
+  const View& read = mm.inputs[0].view;
+  if (!read.is_contiguous() || !(read.shape() == p.shape)) return std::nullopt;
+  const ViewLayer* x = plain_strided(p.inputs[0].view);
+  if (!x || g.node(p.inputs[0].src).dtype != DType::F32 || !x->strides.back().is_const(1) || !(x->shape == p.shape)) return std::nullopt;
+  std::vector<Expr> used = {x->offset};
+  used.insert(used.end(), x->strides.begin(), x->strides.end());
+  NormPrologue pro;
+  pro.eps = p.constant;
+  pro.gain = p.kernel == "RMSNormMul";
+  if (pro.gain) {
+    const ViewLayer* gl = plain_strided(p.inputs[1].view);
+    pro.gain_dtype = g.node(p.inputs[1].src).dtype;
+    if (!gl || !gl->strides.back().is_const(1)) return std::nullopt;
+    for (size_t d = 0; d + 1 < gl->strides.size(); ++d)
+      if (!gl->strides[d].is_const(0) && !gl->shape[d].is_const(1)) return std::nullopt;
+    pro.gain_offset = gl->offset;
+    used.push_back(gl->offset);
+  }
+  std::set<std::string> dims;
+  for (const Expr& e : used)
+    for (const std::string& d : e.dims()) dims.insert(d);
+  return FoldedNorm{*x, pro, {dims.begin(), dims.end()}};
 }
 
 // A generic matmul's opening: a warp per output (b, i, j) of A [.., m, k] x B [.., k, n], in a
@@ -613,19 +667,33 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     auto store_v = [&](const std::string& at, DType from) {
       return w.out_store(at, residual ? "(lm_res ? lm_v + ((const float*)lm_res)[" + at + "] : lm_v)" : "lm_v", from);
     };
-    auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v) -> std::optional<Launch> {
-      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v);
+    auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v,
+                    const NormPrologue* norm = nullptr) -> std::optional<Launch> {
+      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v, nullptr, norm);
       if (!body) return std::nullopt;
       w.set_residual_param(residual);
+      w.set_gain_param(norm != nullptr);
       Launch l{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v)), Launch::Grid::Elements,
                linear_threads(count, v)};
       w.set_residual_param(false);
+      w.set_gain_param(false);
       l.residual_in = residual;
+      l.gain_in = norm != nullptr;
       return l;
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
       r.launches.push_back(*first);
       for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(la, lb, w.in_dtype(0), kLinearVariants[v]));
+      // The same schedules folding in the norm that gives the activations (a decode's).
+      if (auto fold = unbatched ? norm_prologue_of(g, n) : std::nullopt) {
+        auto normed = std::make_shared<NodeKernels>();
+        w.set_extra_dims(fold->dims);
+        for (size_t v = 0; v < std::size(kLinearVariants); ++v)
+          if (auto l = gemv(&fold->x, lb, DType::F32, kLinearVariants[v], &fold->prologue))
+            (v == 0 ? normed->launches : normed->alternatives).push_back(*l);
+        w.set_extra_dims({});
+        if (normed->launches.size() == 1 && normed->alternatives.size() == r.alternatives.size()) r.normed = normed;
+      }
       // Without batch dims (a linear layer), the library may take it for many rows.
       if (unbatched)
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
@@ -791,6 +859,31 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
               "Rotary, Where, Attention)");
 }
 
+namespace {
+
+// The node that reads a group of two linear layers of equal widths, and is all that reads them:
+// an f32 Fused node of exactly their two outputs, each read whole and in order (the gated MLP's
+// act(gate) * up).
+std::optional<NodeId> gated_product_of(const Graph& g, const std::vector<NodeId>& members, const std::vector<Expr>& widths) {
+  if (members.size() != 2 || !(widths[0] == widths[1])) return std::nullopt;
+  std::optional<NodeId> reader;
+  for (NodeId r = 0; r < g.size(); ++r)
+    for (const Edge& e : g.node(r).inputs)
+      if (e.src == members[0] || e.src == members[1]) {
+        if (reader && *reader != r) return std::nullopt;
+        reader = r;
+      }
+  if (!reader) return std::nullopt;
+  const Node& p = g.node(*reader);
+  if (p.op != OpKind::Kernel || p.kernel != "Fused" || p.dtype != DType::F32 || p.inputs.size() != 2 || p.inputs[0].src == p.inputs[1].src)
+    return std::nullopt;
+  for (const Edge& e : p.inputs)
+    if (!e.view.is_contiguous() || !(e.view.shape() == g.node(e.src).shape) || !(g.node(e.src).shape == p.shape)) return std::nullopt;
+  return reader;
+}
+
+}  // namespace
+
 std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector<NodeId>& members,
                                                const std::vector<std::string>& graph_dims, FunctionSet& functions) {
   if (members.size() < 2) return std::nullopt;
@@ -832,14 +925,61 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
     for (size_t i = 0; i < members.size(); ++i) s += "        }\n";
     return s + "      }\n";
   };
-  NodeKernels k;
-  for (size_t v = 0; v < std::size(kLinearVariants); ++v) {
-    auto body = strided_linear_body(la, &cat, {w.in_dtype(0), w.in_dtype(1)}, count_decl, store, kLinearVariants[v]);
-    if (!body) return std::nullopt;
-    Launch l{w.finish(*body, functions, linear_weight_prefetch(la, &cat, w.in_dtype(1), kLinearVariants[v])), Launch::Grid::Elements,
-             linear_threads(count, kLinearVariants[v])};
-    if (v == 0) k.launches.push_back(l);
-    else k.alternatives.push_back(l);
+  auto schedules = [&](const ViewLayer* a, const NormPrologue* norm, const GatedEpilogue* gated = nullptr) -> std::optional<NodeKernels> {
+    NodeKernels k;
+    w.set_gain_param(norm != nullptr);
+    for (size_t v = 0; v < std::size(kLinearVariants); ++v) {
+      if (gated && kLinearVariants[v].cols % 2 != 0) continue;  // a unit pairs gate's columns with up's
+      auto body = strided_linear_body(a, &cat, {DType::F32, w.in_dtype(1)}, count_decl, store, kLinearVariants[v], nullptr, norm, gated);
+      if (!body) return std::nullopt;
+      Launch l{w.finish(*body, functions, linear_weight_prefetch(a, &cat, w.in_dtype(1), kLinearVariants[v], gated ? &gated->half : nullptr)),
+             Launch::Grid::Elements,
+               linear_threads(count, kLinearVariants[v])};
+      l.gain_in = norm != nullptr;
+      (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
+    }
+    w.set_gain_param(false);
+    return k;
+  };
+  // The gated product that reads the two members alone, where there is one.
+  const std::optional<NodeId> product = gated_product_of(g, members, widths);
+  std::optional<GatedEpilogue> gated;
+  if (product) {
+    const Node& p = g.node(*product);
+    const FusedProgram prog = FusedProgram::decode(p.code);
+    auto writer = std::make_shared<KernelWriter>(g, *product, graph_dims);
+    gated = GatedEpilogue{widths[0], [&g, members, product, prog, writer](const std::string& at, const std::string& gate, const std::string& up) {
+                            const Node& pn = g.node(*product);
+                            std::ostringstream s;
+                            s << "{\n";
+                            for (size_t i = 0; i < 2; ++i)
+                              s << "          const float x" << i << " = " << (pn.inputs[i].src == members[0] ? gate : up) << ";\n";
+                            if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", "          "))
+                              throw Error("CUDA backend: cannot generate a gated product's program");
+                            s << "          " << writer->out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype)
+                              << "        }\n";
+                            return s.str();
+                          }};
+  }
+  if (w.in_dtype(0) != DType::F32) return std::nullopt;
+  std::optional<NodeKernels> k = schedules(la, nullptr);
+  if (!k) return std::nullopt;
+  auto with_gated = [&](NodeKernels& into, const ViewLayer* a, const NormPrologue* norm) {
+    if (!gated) return;
+    if (auto gk = schedules(a, norm, &*gated); gk && !gk->launches.empty()) {
+      into.gated = std::make_shared<NodeKernels>(std::move(*gk));
+      into.gated_node = *product;
+    }
+  };
+  with_gated(*k, la, nullptr);
+  // The same folding in the norm that gives the activations (a decode's q/k/v and gate/up).
+  if (auto fold = norm_prologue_of(g, first)) {
+    w.set_extra_dims(fold->dims);
+    if (auto normed = schedules(&fold->x, &fold->prologue)) {
+      k->normed = std::make_shared<NodeKernels>(std::move(*normed));
+      with_gated(*k->normed, &fold->x, &fold->prologue);
+    }
+    w.set_extra_dims({});
   }
   return k;
 }

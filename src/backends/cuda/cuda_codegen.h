@@ -7,6 +7,7 @@
 // reference interpreter (each op rounds to its dtype; compiled without FMA contraction);
 // reductions sum in a tree, so they agree with the reference to float rounding, not bit for bit.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ struct Launch {
   // operand of the residual sum that reads the layer, [m, n] in order, added at each store (the
   // executor folds that Add into the GEMV; CudaExecutor::residual_of).
   bool residual_in = false;
+  // A GEMV that folds in the RMS norm giving its activations (NodeKernels::normed): its next
+  // parameter, lm_gain, is the norm's gain (null for a norm without one).
+  bool gain_in = false;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
@@ -104,6 +108,17 @@ struct NodeKernels {
   // layers store bf16 (CudaExecutor::narrow_group).
   std::optional<Launch> words_narrow;
   std::vector<bool> narrow_inputs;
+  // A linear layer (or group) whose activations are the whole output of an RMS norm over rows:
+  // the same GEMV schedules reading the norm's input x (as input 0) and its gain (lm_gain)
+  // instead, norming as they load (gen::NormPrologue). Where every reader of the norm runs such
+  // a GEMV (a decode), the norm launches nothing (CudaExecutor::defers_norm).
+  std::shared_ptr<NodeKernels> normed;
+  // A linear group (gate, up) whose two members' one reader is an elementwise program of their
+  // outputs, node `gated_node` (the gated MLP's product; gen::GatedEpilogue): the schedules with
+  // an even number of columns a unit again, storing that node's value instead of the members'
+  // (CudaExecutor::gated_run). `normed`, where there is one, has its own.
+  std::shared_ptr<NodeKernels> gated;
+  NodeId gated_node = 0;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

@@ -56,12 +56,36 @@ constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1
 // over any units left (the executor caps the grid anyway).
 Expr linear_threads(const Expr& count, const LinearVariant& v);
 
+// An RMS norm folded into the GEMV that reads it (a decode's norm before q/k/v, gate/up or the
+// LM head): A (lm_in0) is the norm's input x; each value is multiplied by the gain (lm_gain, f32
+// or bf16, contiguous along k from `gain_offset`; none for a norm without one) as it is loaded,
+// and each row's sums by 1 / sqrt(mean(x²) + eps) at the store. The team sums x² as it streams
+// k, which it reads whole anyway, so the norm costs no launch and no pass of its own.
+struct NormPrologue {
+  bool gain = true;
+  DType gain_dtype = DType::F32;
+  Expr gain_offset = Expr(0);
+  float eps = 0;
+};
+
+// A linear group of two members of `half` columns each (gate: columns [0, half) of the weights
+// laid end to end, up: [half, 2 half)) whose one reader is an elementwise program of their two
+// outputs (the gated MLP's act(gate) * up): each unit takes cols / 2 gate columns and the
+// matching up columns, and `store(at, gate, up)` writes the program's value at `at` of its
+// [m, half] output, instead of the members' outputs (no launch for the product, and neither
+// output crosses memory).
+struct GatedEpilogue {
+  Expr half;
+  std::function<std::string(const std::string& at, const std::string& gate, const std::string& up)> store;
+};
+
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr);
+                                               const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr,
+                                               const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
 // `scale` (ScaledMatmul, read from lm_in2 as A is): row i's sums times its scale; a unit whose
 // rows' scales are all zero writes zeros without reading its weight rows.
 // ScaledMatmul's parts of strided_linear_body (cuda_scaled_linear_codegen.cpp):
@@ -117,7 +141,8 @@ int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                         
 // the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
 // streaming into L2 while the kernels before it finish. Weights are never written by kernels,
 // so reading them early is safe. Empty for batched products.
-std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v);
+// `half`: a gated group's (GatedEpilogue), whose units read gate's rows and up's.
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, const Expr* half = nullptr);
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per
 // (row, slice) into a scratch of rows * slices * (dv + 2) floats; `combine` merges the slices

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <thread>
@@ -93,6 +94,10 @@ size_t PlanKernels::part_of(const std::string& function, size_t parts) {
 void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   for (auto& k : per_node)
     if (k) extra.push_back(&*k);
+  // A linear layer's or group's other forms (normed, gated) keep their first schedules too.
+  for (size_t i = 0; i < extra.size(); ++i)
+    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get()})
+      if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
     k->alternatives.clear();
@@ -175,10 +180,22 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
+    if (const auto& normed = kernels_.per_node[id]->normed) {
+      auto& f = normed_functions_[id];
+      f.first = by_name.at(normed->launches[0].function);
+      for (const Launch& l : normed->alternatives) f.second.push_back(by_name.at(l.function));
+    }
   }
   for (LinearGroup& g : groups_) {
-    g.function = by_name.at(g.kernels.launches[0].function);
-    for (const Launch& l : g.kernels.alternatives) g.alternatives.push_back(by_name.at(l.function));
+    const NodeKernels* normed = g.kernels.normed.get();
+    const NodeKernels* forms[2][2] = {{&g.kernels, g.kernels.gated.get()}, {normed, normed ? normed->gated.get() : nullptr}};
+    for (int n = 0; n < 2; ++n)
+      for (int gated = 0; gated < 2; ++gated) {
+        LinearGroup::Form& f = g.forms[n][gated];
+        if (!(f.kernels = forms[n][gated])) continue;
+        f.function = by_name.at(f.kernels->launches[0].function);
+        for (const Launch& l : f.kernels->alternatives) f.alternatives.push_back(by_name.at(l.function));
+      }
   }
   graph_dims_ = graph_.dims();
   dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
@@ -207,6 +224,10 @@ void CudaExecutor::read_env_options() {
   if (skip && std::string(skip) == "0") options_.skip_in_order_copies = false;
   const char* narrow = std::getenv("LUMINAL_CUDA_NARROW");
   if (narrow && std::string(narrow) == "0") options_.narrow_gated_inputs = false;
+  const char* norm = std::getenv("LUMINAL_CUDA_NORM_GEMV");
+  if (norm && std::string(norm) == "0") options_.norm_in_gemv = false;
+  const char* gated = std::getenv("LUMINAL_CUDA_GATED_GEMV");
+  if (gated && std::string(gated) == "0") options_.gated_in_gemv = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -450,6 +471,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   args.push_back(&out);
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
   if (l.residual_in) args.push_back(&gemv_residual_);
+  if (l.gain_in) args.push_back(&gemv_gain_);
   args.push_back(&dims_dev_);
   const int64_t work = eval(l.work);
   if (work <= 0) return;
@@ -668,19 +690,23 @@ void CudaExecutor::run() {
   used_library_ = false;
   folded_.clear();
   narrow_readers_.clear();
+  deferred_norms_.clear();
+  gated_outputs_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
   auto ptr_of = [&](NodeId src) -> DevicePtr {
+    if (deferred_norms_.count(src)) src = graph_.node(src).inputs[0].src;  // its readers norm its input
     if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second).ptr;
     if (graph_.node(src).op == OpKind::Input) return inputs_.at(src).ptr;
     LM_ASSERT(live[src].has_value(), "node " + std::to_string(src) + " read before it ran or after it was freed");
     return live[src]->ptr;
   };
-  auto release_inputs = [&](const Node& n, size_t from) {
+  std::function<void(const Node&, size_t)> release_inputs = [&](const Node& n, size_t from) {
     for (size_t k = from; k < n.inputs.size(); ++k) {
       NodeId s = n.inputs[k].src;
-      if (--uses[s] == 0 && live[s]) {
+      if (--uses[s] == 0 && deferred_norms_.count(s)) release_inputs(graph_.node(s), 0);  // its readers are done with its inputs
+      if (uses[s] == 0 && live[s]) {
         give_back(*live[s]);
         live[s].reset();
         if (auto w = words_.find(s); w != words_.end()) {  // hi was the live buffer
@@ -706,6 +732,11 @@ void CudaExecutor::run() {
         continue;
       }
     }
+    if (!invariant && defers_norm(id)) {  // its readers norm as they load; its inputs stay live for them
+      deferred_norms_.insert(id);
+      ++norms_folded_;
+      continue;
+    }
     if (timer) timer->start();
     struct Record {  // adds the node's device time to its label when profiling
       CudaExecutor& e;
@@ -723,6 +754,12 @@ void CudaExecutor::run() {
         }
       }
     } record{*this, timer, n};
+    if (auto p = gated_outputs_.find(id); p != gated_outputs_.end()) {  // its linear group's GEMV stored it
+      live[id] = p->second;
+      gated_outputs_.erase(p);
+      release_inputs(n, 0);
+      continue;
+    }
     if (auto f = folded_.find(id); f != folded_.end()) {  // its GEMM already added the two (its other operand's buffer is the GEMM's)
       live[id] = live[f->second];
       live[f->second].reset();
@@ -732,6 +769,12 @@ void CudaExecutor::run() {
     }
     std::vector<DevicePtr> in;
     for (const Edge& e : n.inputs) in.push_back(ptr_of(e.src));
+    // A linear layer reading a deferred norm: in[0] is the norm's input; its gain goes alongside.
+    const bool normed = !n.inputs.empty() && deferred_norms_.count(n.inputs[0].src);
+    if (normed) {
+      const Node& norm = graph_.node(n.inputs[0].src);
+      gemv_gain_ = norm.inputs.size() > 1 ? ptr_of(norm.inputs[1].src) : 0;
+    }
     if (in_place_scatter) {
       launch(k.launches[1], k, functions_by_node_[id][1], in[0], in);
       in_place[id] = n.inputs[0].src;
@@ -745,9 +788,10 @@ void CudaExecutor::run() {
       if (id == grp.members[0]) grp.active = group_usable(grp);
       if (grp.active) {
         if (id == grp.members[0]) run_group(grp, in[0], n.inputs[0].src, capture);
+        gemv_gain_ = 0;
         const size_t i = static_cast<size_t>(std::find(grp.members.begin(), grp.members.end(), id) - grp.members.begin());
         release_inputs(n, 0);
-        live[id] = grp.pending[i];
+        if (!grp.gated) live[id] = grp.pending[i];  // else only its gated product has a value
         continue;
       }
     }
@@ -817,7 +861,12 @@ void CudaExecutor::run() {
         }
         first = 1;
       }
-      if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual_on_library))) {
+      if (normed) {  // defers_norm saw to it that this is the GEMV
+        const NodeKernels& nk = *k.normed;
+        const auto& [f0, alts] = normed_functions_.at(id);
+        const size_t v = nk.alternatives.empty() ? 0 : variant(nk, f0, alts, out.ptr, in, capture);
+        launch(v == 0 ? nk.launches[0] : nk.alternatives[v - 1], nk, v == 0 ? f0 : alts[v - 1], out.ptr, in);
+      } else if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual_on_library))) {
         LM_ASSERT(!residual_on_library, "a residual sum folded for the library went to the GEMV");
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
         const size_t last = k.launches.empty() ? 0 : k.launches.size() - 1;
@@ -830,6 +879,7 @@ void CudaExecutor::run() {
       if (scratch) give_back(*scratch);
     }
     gemv_residual_ = 0;
+    gemv_gain_ = 0;
     release_inputs(n, 0);
     if (invariant && !capture) {  // no frees while recording (kept values exist by then)
       auto it = kept_.find(id);
@@ -929,6 +979,7 @@ bool CudaExecutor::group_usable(LinearGroup& g) {
 
 void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing) {
   g.pending.clear();
+  g.gated = false;
   if (g.on_library) {
     // The members read the same activations: converted to bf16 once (it was once a member,
     // 8-29 MB read each for the 8B's q/k/v and gate/up), or stored so by their producer, then
@@ -944,14 +995,54 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
     if (stored == words_.end()) give_back(a);
     return;
   }
+  // `activations` is a deferred norm's input (ptr_of) where its GEMV norms as it loads.
+  const bool normed = deferred_norms_.count(producer) > 0;
+  g.gated = gated_run(g, normed);
+  const LinearGroup::Form& f = g.forms[normed][g.gated];
   std::vector<DevicePtr> in = {activations, g.base};
-  for (NodeId m : g.members) {
-    g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));
-    if (m != g.members[0]) in.push_back(g.pending.back().ptr);
+  DevicePtr out = 0;
+  if (g.gated) {  // one output, the product's; the members' output pointers stay null
+    const NodeId p = g.kernels.gated_node;
+    const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
+    out = b.ptr;
+    in.resize(in.size() + g.members.size() - 1, 0);
+    ++products_folded_;
+  } else {
+    for (NodeId m : g.members) {
+      g.pending.push_back(take(DType::F32, concrete(graph_.node(m).shape)));
+      if (m != g.members[0]) in.push_back(g.pending.back().ptr);
+    }
+    out = g.pending[0].ptr;
   }
-  const DevicePtr out = g.pending[0].ptr;
-  const size_t v = variant(g.kernels, g.function, g.alternatives, out, in, capturing);
-  launch(v == 0 ? g.kernels.launches[0] : g.kernels.alternatives[v - 1], g.kernels, v == 0 ? g.function : g.alternatives[v - 1], out, in);
+  const NodeKernels& k = *f.kernels;
+  const size_t v = variant(k, f.function, f.alternatives, out, in, capturing);
+  launch(v == 0 ? k.launches[0] : k.alternatives[v - 1], k, v == 0 ? f.function : f.alternatives[v - 1], out, in);
+}
+
+bool CudaExecutor::gated_run(const LinearGroup& g, bool normed) {
+  if (!options_.gated_in_gemv || !g.forms[normed][1].kernels) return false;
+  const NodeId p = g.kernels.gated_node;
+  if (keeps(p)) return false;
+  for (NodeId m : g.members)
+    if (reader_lists_[m].size() != 1 || reader_lists_[m][0] != p) return false;
+  return true;
+}
+
+bool CudaExecutor::defers_norm(NodeId id) {
+  const Node& n = graph_.node(id);
+  if (!options_.norm_in_gemv || n.op != OpKind::Kernel || (n.kernel != "RMSNormMul" && n.kernel != "RMSNorm") || reader_lists_[id].empty())
+    return false;
+  for (NodeId r : reader_lists_[id]) {
+    const Node& rn = graph_.node(r);
+    const NodeKernels* k = kernels_.per_node[r] ? &*kernels_.per_node[r] : nullptr;
+    if (!k || !k->linear || rn.inputs[0].src != id || rn.inputs[1].src == id || keeps(r)) return false;
+    if (auto g = group_of_member_.find(r); g != group_of_member_.end() && group_usable(groups_[g->second])) {
+      if (!groups_[g->second].kernels.normed || groups_[g->second].on_library) return false;
+      continue;
+    }
+    if (!k->normed || on_library(*k->linear)) return false;
+  }
+  return true;
 }
 
 std::optional<NodeId> CudaExecutor::narrow_group(const LinearGroup& g) {

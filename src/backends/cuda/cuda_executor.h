@@ -98,6 +98,14 @@ struct CudaOptions {
   // their GEMMs' sums as bf16 where their one reader is a gated product that stores words: it
   // reads half the bytes (NodeKernels::words_narrow). Also LUMINAL_CUDA_NARROW=0.
   bool narrow_gated_inputs = true;
+  // An RMS norm whose readers are all linear layers on the GEMV (a decode's norms before q/k/v,
+  // gate/up and the LM head) launches nothing: the GEMVs read its input and gain and norm as they
+  // load (NodeKernels::normed). Also LUMINAL_CUDA_NORM_GEMV=0.
+  bool norm_in_gemv = true;
+  // A linear group on the GEMV (gate/up of a decode) whose one reader is the gated product of its
+  // two outputs stores that product itself (NodeKernels::gated): the product launches nothing and
+  // gate and up never cross memory. Also LUMINAL_CUDA_GATED_GEMV=0.
+  bool gated_in_gemv = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -156,6 +164,10 @@ class CudaExecutor {
   int64_t launches() const { return launches_; }
   // Runs of a linear group whose GEMMs stored bf16 for their gated product (narrow_group).
   int64_t narrowed_groups() const { return narrowed_groups_; }
+  // RMS norms, since construction, that launched nothing: their GEMVs normed (norm_in_gemv).
+  int64_t norms_folded() const { return norms_folded_; }
+  // Gated products, since construction, that their linear group's GEMV stored (gated_in_gemv).
+  int64_t products_folded() const { return products_folded_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -220,8 +232,16 @@ class CudaExecutor {
     std::vector<NodeId> members, weights;  // weights[i]: members[i]'s weight input
     std::vector<size_t> offsets;           // of each weight in `base`, then the total
     NodeKernels kernels;
-    void* function = nullptr;
-    std::vector<void*> alternatives;
+    // The forms of its GEMV, by [normed][gated]: kernels, .normed, .gated, .normed->gated (null
+    // where there is none), and their functions; set once groups_ is complete (it never grows
+    // after, so the pointers stay valid).
+    struct Form {
+      const NodeKernels* kernels = nullptr;
+      void* function = nullptr;
+      std::vector<void*> alternatives;
+    };
+    Form forms[2][2];
+    bool gated = false;  // this run's GEMV stores the gated product (kernels.gated_node's value)
     DevicePtr base = 0;
     bool active = false;                // this run uses it
     bool on_library = false;            // this run's members go to cuBLASLt (many rows), else the GEMV
@@ -244,6 +264,17 @@ class CudaExecutor {
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
+  std::map<NodeId, std::pair<void*, std::vector<void*>>> normed_functions_;  // NodeKernels::normed's, first and alternatives
+  // Whether RMS norm `id` launches nothing this run: every reader is a linear layer (or group)
+  // with normed schedules that runs on the GEMV. deferred_norms_: such norms this run, whose
+  // readers take their input (ptr_of) and gain (gemv_gain_) instead.
+  bool defers_norm(NodeId id);
+  std::set<NodeId> deferred_norms_;
+  DevicePtr gemv_gain_ = 0;
+  int64_t norms_folded_ = 0, products_folded_ = 0;
+  // Whether group g's GEMV stores its gated product this run (gated_in_gemv; its GEMV form has one).
+  bool gated_run(const LinearGroup& g, bool normed);
+  std::map<NodeId, DeviceBuffer> gated_outputs_;  // a gated product's value, stored by its group's GEMV
   // Whether a view reads its source in order from its start at this run's dims (then a linear
   // layer's scratch copy of its activations is skipped).
   bool reads_in_order(const View& v);

@@ -24,24 +24,34 @@ Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
-                                               const LinearVariant& v, const ViewLayer* scale) {
+                                               const LinearVariant& v, const ViewLayer* scale, const NormPrologue* norm,
+                                               const GatedEpilogue* gated) {
   const size_t r = a ? a->shape.size() : 0;
   if (scale && (scale->shape.size() != r || dt.size() < 3 || dt[2] != DType::F32)) return std::nullopt;
+  if (norm && (scale || (norm->gain && norm->gain_dtype != DType::F32 && norm->gain_dtype != DType::BF16))) return std::nullopt;
+  if (gated && (scale || v.cols % 2 != 0)) return std::nullopt;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
   if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.in_flight < 1 || v.rows < 1) return std::nullopt;
   const bool bf16 = dt[1] == DType::BF16;
   const int per = bf16 ? 8 : 4;  // W values per 16-byte load
   const int C = v.cols, T = v.team, U = v.in_flight, R = v.rows;
+  // With a norm, column C of the accumulators holds the row's sum of x² (summed as the columns are).
+  const int CC = C + (norm ? 1 : 0);
+  // Output columns a unit stores: with a gated product, half its columns are gate's, half up's.
+  const int CW = gated ? C / 2 : C;
+  const std::string NT = gated ? "lm_h" : "lm_n";  // the output's columns
+  const bool gain = norm && norm->gain, gain_bf16 = gain && norm->gain_dtype == DType::BF16;
   const std::string vec = bf16 ? "uint4" : "float4", wt = bf16 ? "uint16_t" : "float";
   const std::string step = "(" + std::to_string(T) + " * " + std::to_string(per) + ")";
   std::ostringstream s;
   s << count_decl << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1])
     << ";\n  if (lm_m <= 0 || lm_n <= 0) return;\n"
-    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (lm_n + " << C - 1 << ") / " << C << ";\n"
+    << (gated ? "  const long long lm_h = " + c(gated->half) + ";\n" : std::string())
+    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (" << NT << " + " << CW - 1 << ") / " << CW << ";\n"
     << "  " << (scale ? "" : "const ") << "long long lm_units = lm_count / (lm_m * lm_n) * lm_groups * lm_tiles;\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
-  if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
+  if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * CC << "];\n";
   if (scale) s << scaled_batches_prologue(a, scale);
   const std::string head = s.str();  // the listed rows' path (ScaledMatmul) goes here
   s.str("");
@@ -49,11 +59,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   s << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
-    << "    float lm_acc[" << R << "][" << C << "] = {};\n"
+    << "    float lm_acc[" << R << "][" << CC << "] = {};\n"
     << (scale ? "    float lm_sc[" + std::to_string(R) + "];\n" : std::string())
     << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0, lm_b = 0;\n"
     << "    if (lm_live) {\n"
-    << "      lm_j0 = (lm_w % lm_tiles) * " << C << ";\n"
+    << "      lm_j0 = (lm_w % lm_tiles) * " << CW << ";\n"
     << "      const long long lm_t = lm_w / lm_tiles;\n"
     << "      lm_b = " << (scale ? "lm_compact ? (long long)lm_act[lm_t / lm_groups] : " : "") << "lm_t / lm_groups;\n"
     << "      lm_g = lm_t % lm_groups;\n"
@@ -65,6 +75,9 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
     << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
     << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n"
+    << (gain ? "      const long long lm_go = " + c(norm->gain_offset) + ";\n      const " + std::string(gain_bf16 ? "uint16_t" : "float") +
+                   "* lm_G = (const " + (gain_bf16 ? "uint16_t" : "float") + "*)lm_gain + lm_go;\n"
+             : std::string())
     << "      " << (scale ? "" : "const ") << "long long lm_ke = lm_kk;  // the k the unit reads: none where every row's scale is zero\n";
   if (scale)
     s << "      bool lm_any = false;\n"
@@ -73,10 +86,14 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "        lm_any = lm_any || lm_sc[lm_i] != 0.0f;\n      }\n"
       << "      if (!lm_any) lm_ke = 0;\n";
   // A column past n reads the tile's first row again (its sums are not stored).
-  for (int k = 0; k < C; ++k) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+  for (int k = 0; k < C; ++k) {
+    if (!gated) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+    else if (k < CW) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_h ? " << k << " : 0) * lm_bs;\n";
+    else s << "      const long long lm_o" << k << " = (lm_h + (lm_j0 + " << k - CW << " < lm_h ? " << k - CW << " : 0)) * lm_bs;\n";  // up's rows
+  }
   // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
   s << "      const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk" << (C > 1 ? " | lm_bs" : "") << ") & " << per - 1
-    << ") == 0 && ((lm_ao | lm_as) & 3) == 0;\n"
+    << ") == 0 && ((lm_ao | lm_as" << (gain ? " | lm_go" : "") << ") & 3) == 0;\n"
     << "      long long lm_p0 = 0;\n"
     << "      if (lm_vec) {\n";
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
@@ -100,8 +117,21 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "              if (lm_i >= lm_rows) break;\n"
       << "              const float* lm_a = " << arow << " + " << at << ";\n"
       << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
-      << "                const float4 lm_x = *(const float4*)(lm_a + lm_e);\n"
-      << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
+      << "                " << (norm ? "" : "const ") << "float4 lm_x = *(const float4*)(lm_a + lm_e);\n";
+    if (norm) {  // the row's sum of x², then x times the gain
+      o << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.x, lm_x.x, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
+        << "] = __fmaf_rn(lm_x.y, lm_x.y, lm_acc[lm_i][" << C << "]);\n"
+        << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.z, lm_x.z, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
+        << "] = __fmaf_rn(lm_x.w, lm_x.w, lm_acc[lm_i][" << C << "]);\n";
+      if (gain_bf16)
+        o << "                { const uint2 lm_gu = *(const uint2*)(lm_G + " << at << " + lm_e);\n"
+          << "                  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
+          << "                  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
+      else if (gain)
+        o << "                { const float4 lm_gv = *(const float4*)(lm_G + " << at << " + lm_e);\n"
+          << "                  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
+    }
+    o << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_e], lm_acc[lm_i][lm_k]);\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.y, lm_wv[lm_k][lm_e + 1], lm_acc[lm_i][lm_k]);\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.z, lm_wv[lm_k][lm_e + 2], lm_acc[lm_i][lm_k]);\n"
@@ -134,10 +164,19 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "        lm_p0 = lm_ke;\n      }\n"
       // Unaligned rows: one element per thread per step.
       << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_ke; lm_p += " << T << ") {\n";
+    if (norm) {  // each row's x once: its square summed, then times the gain
+      o << "        float lm_av[" << R << "];\n"
+        << "        for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+        << "          lm_av[lm_i] = lm_i < lm_rows ? " << tail_a << " : 0.0f;\n"
+        << "          lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_av[lm_i], lm_av[lm_i], lm_acc[lm_i][" << C << "]);\n";
+      if (gain) o << "          lm_av[lm_i] *= " << (gain_bf16 ? "lm_bf16_f32(lm_G[lm_p])" : "lm_G[lm_p]") << ";\n";
+      o << "        }\n";
+    }
+    const std::string tail_value = norm ? "lm_av[lm_i]" : tail_a;
     for (int k = 0; k < C; ++k)
       o << "        { const float lm_wv = " << (bf16 ? "lm_bf16_f32(lm_B[lm_o" + std::to_string(k) + " + lm_p])" : "lm_B[lm_o" + std::to_string(k) + " + lm_p]")
         << ";\n          for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
-        << "            if (lm_i < lm_rows) lm_acc[lm_i][" << k << "] = __fmaf_rn(" << tail_a << ", lm_wv, lm_acc[lm_i][" << k << "]); }\n";
+        << "            if (lm_i < lm_rows) lm_acc[lm_i][" << k << "] = __fmaf_rn(" << tail_value << ", lm_wv, lm_acc[lm_i][" << k << "]); }\n";
     o << "      }\n";
     return o.str();
   };
@@ -145,27 +184,47 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // The sums, then the stores: row lm_i of the unit at output row `row` of its batch.
   auto stores = [&](const std::string& row) {
     std::ostringstream o;
+    // With a norm: the row's 1 / sqrt(mean(x²) + eps), from its summed squares `ss`, as the
+    // norm kernel computes it, on each stored sum.
+    auto normed = [&](const std::string& ss, const std::string& in) {
+      if (!norm) return std::string();
+      const std::string f = "1.0f / sqrtf(" + ss + " * (1.0f / (float)lm_kk) + " + float_lit(norm->eps) + ")";
+      return in + "lm_v *= " + f + ";\n" + (gated ? in + "lm_u *= " + f + ";\n" : std::string());
+    };
+    auto store = [&](const std::string& in) {
+      const std::string z = in + "const long long lm_z = (lm_b * lm_m + " + row + ") * " + NT + " + lm_j0 + lm_k; ";
+      return z + (gated ? gated->store("lm_z", "lm_v", "lm_u") : out_store("lm_z", DType::F32));
+    };
     // A shuffle tree per warp (every lane of a warp is in one team, live or not).
     o << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
-      << "      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
+      << "      for (int lm_k = 0; lm_k < " << CC << "; ++lm_k) {\n"
       << "        float lm_v = lm_acc[lm_i][lm_k];\n"
       << "        for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_s);\n";
+    if (T == 32 && (norm || gated))  // every lane holds the sums: all of them first, then the stores
+      o << "        lm_acc[lm_i][lm_k] = lm_v;\n      }\n"
+        << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
+        << "      for (int lm_k = 0; lm_k < " << CW << "; ++lm_k) {\n"
+        << "        float lm_v = lm_acc[lm_i][lm_k];\n"
+        << (gated ? "        float lm_u = lm_acc[lm_i][lm_k + " + std::to_string(CW) + "];\n" : std::string());
     if (T == 32)
-      o << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
-        << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "")
-        << "          const long long lm_z = (lm_b * lm_m + " << row << ") * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
-        << "        }\n      }\n";
+      o << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < " << NT << ") {\n"
+        << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "") << normed("lm_acc[lm_i][" + std::to_string(C) + "]", "          ")
+        << store("          ") << "        }\n      }\n";
     else  // then across the team's warps, in warp order
-      o << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
+      o << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << CC << " + lm_k] = lm_v;\n      }\n"
         << "    __syncthreads();\n"
-        << "    if (lm_live && lm_tid < " << R * C << ") {\n"
-        << "      const int lm_i = lm_tid / " << C << ", lm_k = lm_tid % " << C << ";\n"
-        << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
-        << "        float lm_v = 0.0f;\n"
-        << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x][lm_tid];\n"
-        << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "")
-        << "        const long long lm_z = (lm_b * lm_m + " << row << ") * lm_n + lm_j0 + lm_k; " << out_store("lm_z", DType::F32)
-        << "      }\n    }\n    __syncthreads();\n";
+        << "    if (lm_live && lm_tid < " << R * CW << ") {\n"
+        << "      const int lm_i = lm_tid / " << CW << ", lm_k = lm_tid % " << CW << ";\n"
+        << "      if (lm_i < lm_rows && lm_j0 + lm_k < " << NT << ") {\n"
+        << "        float lm_v = 0.0f" << (norm ? ", lm_ss = 0.0f" : "") << (gated ? ", lm_u = 0.0f" : "") << ";\n"
+        << "        for (int lm_x = 0; lm_x < " << T / 32 << "; ++lm_x) {\n"
+        << "          const float* lm_pp = lm_part[(threadIdx.x / " << T << ") * " << T / 32 << " + lm_x] + lm_i * " << CC << ";\n"
+        << "          lm_v += lm_pp[lm_k];\n"
+        << (gated ? "          lm_u += lm_pp[lm_k + " + std::to_string(CW) + "];\n" : std::string())
+        << (norm ? "          lm_ss += lm_pp[" + std::to_string(C) + "];\n" : std::string())
+        << "        }\n"
+        << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "") << normed("lm_ss", "        ")
+        << store("        ") << "      }\n    }\n    __syncthreads();\n";
     return o.str();
   };
   s << stores("lm_g * " + std::to_string(R) + " + lm_i") << "  }\n";
@@ -187,25 +246,31 @@ static long long prefetch_budget_bytes() {
   return bytes;
 }
 
-std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v) {
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, const Expr* half) {
   const size_t r = a ? a->shape.size() : 0;
   if (!a || !b || r < 2 || b->shape.size() != r) return "";
   for (size_t d = 0; d + 2 < r; ++d)
     if (!a->shape[d].is_const(1)) return "";
   const size_t bytes = dtype_size(w_dtype);
+  // A gated group's unit reads cols / 2 gate rows and the matching up rows (GatedEpilogue).
+  const int cw = half ? v.cols / 2 : v.cols;
   // Each thread prefetches its team's units in the order the kernel reads them, whole weight
   // rows, until the units read first hold the budget's bytes: while the kernels before run
   // (attention, the norms), the weights stream into L2 and the memory system is not idle.
   std::ostringstream s;
-  s << "  {\n    const long long lm_pn = " << c(b->shape[r - 1]) << ", lm_pk = " << c(a->shape[r - 1]) << " * " << bytes << ", lm_pt = (lm_pn + "
-    << v.cols - 1 << ") / " << v.cols << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows << " * lm_pt;\n"
+  s << "  {\n    const long long lm_pn = " << (half ? c(*half) : c(b->shape[r - 1])) << ", lm_pk = " << c(a->shape[r - 1]) << " * " << bytes
+    << ", lm_pt = (lm_pn + " << cw - 1 << ") / " << cw << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows
+    << " * lm_pt;\n"
     << "    const long long lm_plim = " << prefetch_budget_bytes() << "LL / (lm_pk * " << v.cols << " + 1) + 1;\n"
     << "    const long long lm_pstep = (long long)gridDim.x * (blockDim.x / " << v.team << ");\n"
     << "    for (long long lm_w = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team
     << "; lm_w < lm_pu && lm_w < lm_plim; lm_w += lm_pstep) {\n"
-    << "      const long long lm_j = (lm_w % lm_pt) * " << v.cols << ";\n"
-    << "      for (int lm_k = 0; lm_k < " << v.cols << " && lm_j + lm_k < lm_pn; ++lm_k) {\n"
-    << "        const char* lm_row = lm_in1 + (" << c(b->offset) << " + (lm_j + lm_k) * " << c(b->strides[r - 1]) << ") * " << bytes << ";\n"
+    << "      const long long lm_j = (lm_w % lm_pt) * " << cw << ";\n"
+    << "      for (int lm_k = 0; lm_k < " << v.cols << "; ++lm_k) {\n"
+    << (half ? "        const long long lm_col = lm_k < " + std::to_string(cw) + " ? lm_j + lm_k : lm_pn + lm_j + lm_k - " + std::to_string(cw) +
+                   ";\n        if (lm_j + lm_k % " + std::to_string(cw) + " >= lm_pn) continue;\n"
+             : "        const long long lm_col = lm_j + lm_k;\n        if (lm_col >= lm_pn) break;\n")
+    << "        const char* lm_row = lm_in1 + (" << c(b->offset) << " + lm_col * " << c(b->strides[r - 1]) << ") * " << bytes << ";\n"
     << "        for (long long lm_at = (long long)(threadIdx.x % " << v.team << ") * 128; lm_at < lm_pk; lm_at += " << v.team * 128 << ")\n"
     << "          asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_row + lm_at));\n"
     << "      }\n    }\n  }\n";
