@@ -932,15 +932,15 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
       if (gated && kLinearVariants[v].cols % 2 != 0) continue;  // a unit pairs gate's columns with up's
       auto body = strided_linear_body(a, &cat, {DType::F32, w.in_dtype(1)}, count_decl, store, kLinearVariants[v], nullptr, norm, gated);
       if (!body) return std::nullopt;
-      Launch l{w.finish(*body, functions, linear_weight_prefetch(a, &cat, w.in_dtype(1), kLinearVariants[v], gated ? &gated->half : nullptr)),
-             Launch::Grid::Elements,
-               linear_threads(count, kLinearVariants[v])};
+      const std::string prefetch = linear_weight_prefetch(a, &cat, w.in_dtype(1), kLinearVariants[v], gated ? &gated->half : nullptr);
+      Launch l{w.finish(*body, functions, prefetch), Launch::Grid::Elements, linear_threads(count, kLinearVariants[v])};
       l.gain_in = norm != nullptr;
       (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
     }
     w.set_gain_param(false);
     return k;
   };
+  if (w.in_dtype(0) != DType::F32) return std::nullopt;
   // The gated product that reads the two members alone, where there is one.
   const std::optional<NodeId> product = gated_product_of(g, members, widths);
   std::optional<GatedEpilogue> gated;
@@ -961,7 +961,6 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
                             return s.str();
                           }};
   }
-  if (w.in_dtype(0) != DType::F32) return std::nullopt;
   std::optional<NodeKernels> k = schedules(la, nullptr);
   if (!k) return std::nullopt;
   auto with_gated = [&](NodeKernels& into, const ViewLayer* a, const NormPrologue* norm) {

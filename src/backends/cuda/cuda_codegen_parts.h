@@ -56,8 +56,7 @@ constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1
 // over any units left (the executor caps the grid anyway).
 Expr linear_threads(const Expr& count, const LinearVariant& v);
 
-// An RMS norm folded into the GEMV that reads it (a decode's norm before q/k/v, gate/up or the
-// LM head): A (lm_in0) is the norm's input x; each value is multiplied by the gain (lm_gain, f32
+// An RMS norm folded into the GEMV that reads it (a decode's norm before q/k/v or gate/up): A (lm_in0) is the norm's input x; each value is multiplied by the gain (lm_gain, f32
 // or bf16, contiguous along k from `gain_offset`; none for a norm without one) as it is loaded,
 // and each row's sums by 1 / sqrt(mean(x²) + eps) at the store. The team sums x² as it streams
 // k, which it reads whole anyway, so the norm costs no launch and no pass of its own.

@@ -180,22 +180,13 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
-    if (const auto& normed = kernels_.per_node[id]->normed) {
-      auto& f = normed_functions_[id];
-      f.first = by_name.at(normed->launches[0].function);
-      for (const Launch& l : normed->alternatives) f.second.push_back(by_name.at(l.function));
-    }
+    if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
   }
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
     const NodeKernels* forms[2][2] = {{&g.kernels, g.kernels.gated.get()}, {normed, normed ? normed->gated.get() : nullptr}};
     for (int n = 0; n < 2; ++n)
-      for (int gated = 0; gated < 2; ++gated) {
-        LinearGroup::Form& f = g.forms[n][gated];
-        if (!(f.kernels = forms[n][gated])) continue;
-        f.function = by_name.at(f.kernels->launches[0].function);
-        for (const Launch& l : f.kernels->alternatives) f.alternatives.push_back(by_name.at(l.function));
-      }
+      for (int gated = 0; gated < 2; ++gated) g.forms[n][gated] = load_form(forms[n][gated], by_name);
   }
   graph_dims_ = graph_.dims();
   dims_dev_ = ctx_.alloc(std::max<size_t>(1, graph_dims_.size()) * sizeof(int64_t));
@@ -862,10 +853,7 @@ void CudaExecutor::run() {
         first = 1;
       }
       if (normed) {  // defers_norm saw to it that this is the GEMV
-        const NodeKernels& nk = *k.normed;
-        const auto& [f0, alts] = normed_functions_.at(id);
-        const size_t v = nk.alternatives.empty() ? 0 : variant(nk, f0, alts, out.ptr, in, capture);
-        launch(v == 0 ? nk.launches[0] : nk.alternatives[v - 1], nk, v == 0 ? f0 : alts[v - 1], out.ptr, in);
+        run_form(normed_forms_.at(id), out.ptr, in, capture);
       } else if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual_on_library))) {
         LM_ASSERT(!residual_on_library, "a residual sum folded for the library went to the GEMV");
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);
@@ -998,7 +986,7 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
   // `activations` is a deferred norm's input (ptr_of) where its GEMV norms as it loads.
   const bool normed = deferred_norms_.count(producer) > 0;
   g.gated = gated_run(g, normed);
-  const LinearGroup::Form& f = g.forms[normed][g.gated];
+  const GemvForm& f = g.forms[normed][g.gated];
   std::vector<DevicePtr> in = {activations, g.base};
   DevicePtr out = 0;
   if (g.gated) {  // one output, the product's; the members' output pointers stay null
@@ -1014,8 +1002,20 @@ void CudaExecutor::run_group(LinearGroup& g, DevicePtr activations, NodeId produ
     }
     out = g.pending[0].ptr;
   }
+  run_form(f, out, in, capturing);
+}
+
+CudaExecutor::GemvForm CudaExecutor::load_form(const NodeKernels* kernels, const std::map<std::string, void*>& by_name) const {
+  GemvForm f;
+  if (!(f.kernels = kernels)) return f;
+  f.function = by_name.at(kernels->launches[0].function);
+  for (const Launch& l : kernels->alternatives) f.alternatives.push_back(by_name.at(l.function));
+  return f;
+}
+
+void CudaExecutor::run_form(const GemvForm& f, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing) {
   const NodeKernels& k = *f.kernels;
-  const size_t v = variant(k, f.function, f.alternatives, out, in, capturing);
+  const size_t v = k.alternatives.empty() ? 0 : variant(k, f.function, f.alternatives, out, in, capturing);
   launch(v == 0 ? k.launches[0] : k.alternatives[v - 1], k, v == 0 ? f.function : f.alternatives[v - 1], out, in);
 }
 

@@ -98,8 +98,8 @@ struct CudaOptions {
   // their GEMMs' sums as bf16 where their one reader is a gated product that stores words: it
   // reads half the bytes (NodeKernels::words_narrow). Also LUMINAL_CUDA_NARROW=0.
   bool narrow_gated_inputs = true;
-  // An RMS norm whose readers are all linear layers on the GEMV (a decode's norms before q/k/v,
-  // gate/up and the LM head) launches nothing: the GEMVs read its input and gain and norm as they
+  // An RMS norm whose readers are all linear layers on the GEMV (a decode's norms before q/k/v
+  // and gate/up) launches nothing: the GEMVs read its input and gain and norm as they
   // load (NodeKernels::normed). Also LUMINAL_CUDA_NORM_GEMV=0.
   bool norm_in_gemv = true;
   // A linear group on the GEMV (gate/up of a decode) whose one reader is the gated product of its
@@ -225,6 +225,15 @@ class CudaExecutor {
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
   size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                  const std::vector<DevicePtr>& in, bool capturing);
+  // One form of a linear layer's GEMV (its plain schedules, or NodeKernels::normed or ::gated)
+  // with its loaded functions; run_form times its schedules once (variant) and launches the chosen.
+  struct GemvForm {
+    const NodeKernels* kernels = nullptr;
+    void* function = nullptr;
+    std::vector<void*> alternatives;
+  };
+  GemvForm load_form(const NodeKernels* kernels, const std::map<std::string, void*>& by_name) const;
+  void run_form(const GemvForm& f, DevicePtr out, const std::vector<DevicePtr>& in, bool capturing);
   // Linear layers that read the same activations run as one GEMV over their weights, which
   // share one allocation, laid end to end (emit_grouped_linear). LUMINAL_CUDA_GROUP_LINEAR=0
   // turns it off.
@@ -233,14 +242,9 @@ class CudaExecutor {
     std::vector<size_t> offsets;           // of each weight in `base`, then the total
     NodeKernels kernels;
     // The forms of its GEMV, by [normed][gated]: kernels, .normed, .gated, .normed->gated (null
-    // where there is none), and their functions; set once groups_ is complete (it never grows
-    // after, so the pointers stay valid).
-    struct Form {
-      const NodeKernels* kernels = nullptr;
-      void* function = nullptr;
-      std::vector<void*> alternatives;
-    };
-    Form forms[2][2];
+    // where there is none); set once groups_ is complete (it never grows after, so the pointers
+    // stay valid).
+    GemvForm forms[2][2];
     bool gated = false;  // this run's GEMV stores the gated product (kernels.gated_node's value)
     DevicePtr base = 0;
     bool active = false;                // this run uses it
@@ -264,7 +268,7 @@ class CudaExecutor {
   std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
   std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
-  std::map<NodeId, std::pair<void*, std::vector<void*>>> normed_functions_;  // NodeKernels::normed's, first and alternatives
+  std::map<NodeId, GemvForm> normed_forms_;  // a linear layer's NodeKernels::normed
   // Whether RMS norm `id` launches nothing this run: every reader is a linear layer (or group)
   // with normed schedules that runs on the GEMV. deferred_norms_: such norms this run, whose
   // readers take their input (ptr_of) and gain (gemv_gain_) instead.
