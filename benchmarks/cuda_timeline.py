@@ -36,9 +36,11 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--show", type=int, default=48, help="kernels of one step to list in order")
+    ap.add_argument("--activations", default="f32", help="f32 (faithful) or bf16")
     args = ap.parse_args()
 
-    m = luminal.LanguageModel.load(args.model, backend="cuda", context=args.context)
+    m = luminal.LanguageModel.load(args.model, backend="cuda", context=args.context,
+                                  activations=args.activations)
     vocab = m.vocab_size
     ids = [(i * 7919 + 13) % vocab for i in range(args.prompt)]
     tok = int(m.step(ids).argmax())

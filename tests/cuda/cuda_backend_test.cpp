@@ -301,6 +301,32 @@ TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
   EXPECT_EQ(linear, matmuls);
 }
 
+// Each layer's sum over its experts (with the residual add as its epilogue) has the expert-sum
+// schedules over the down projection's ScaledMatmul, which it alone reads; the gate/up product,
+// read by the activation, is no sum's. The bare case (tests/egraph/moe_experts_case.h) too.
+TEST(CudaCodegen, ExpertSumsTakeTheirProductsOperands) {
+  Graph plan = bf16_decoder_plan("qwen3-moe-tiny");
+  PlanKernels k = generate_plan_kernels(plan);
+  std::set<NodeId> summed;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    if (!k.per_node[id] || !k.per_node[id]->expert_sum) continue;
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    EXPECT_EQ(n.kernel, "FusedSum");
+    EXPECT_EQ(n.inputs.size(), 2u) << "the sum over the experts and the residual";
+    const NodeId product = k.per_node[id]->expert_product;
+    EXPECT_EQ(n.inputs[0].src, product);
+    EXPECT_EQ(plan.node(product).kernel, "ScaledMatmul");
+    EXPECT_EQ(k.per_node[id]->expert_sum->alternatives.size() + 1, std::size(gen::kExpertSumVariants));
+    summed.insert(product);
+  }
+  EXPECT_EQ(static_cast<int>(summed.size()), fixture_config("qwen3-moe-tiny").layers);  // the down projections
+  Graph bare = compiled(moetest::MoeExperts{}.graph());
+  PlanKernels kb = generate_plan_kernels(bare);
+  int sums = 0;
+  for (size_t id = 0; id < bare.size(); ++id) sums += kb.per_node[id] && kb.per_node[id]->expert_sum;
+  EXPECT_EQ(sums, 1) << bare.dump();
+}
+
 // A decoder's norms and gated products are read only by linear layers: each also has the
 // launch that stores bf16 words (NodeKernels::words), and so does the o projection's copy of
 // the attention heads; nodes others read (the residual sums, the rotary tables) have none.
@@ -600,7 +626,9 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
     // rounded to bf16, one product), whose truth is the product of the rounded x.
     for (int v = k == 24 ? 0 : gemvs; v < gemvs + (wt == DType::BF16 ? 2 * mmas : 0); ++v) {
       const bool mma = v >= gemvs, bf16 = v >= gemvs + mmas;
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = mma, .bf16_activations = bf16, .force_variant = bf16 ? v - mmas : v});
+      // The products' own schedules: a few tokens' sum over the experts would take them over.
+      CudaExecutor cuda(plan, "",
+                        CudaOptions{.tensor_cores = mma, .bf16_activations = bf16, .force_variant = bf16 ? v - mmas : v, .expert_sum_in_gemv = false});
       // 1-9 tokens: the listed experts; 3000: the listed rows of each expert; 5000: every row.
       for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{3000}, int64_t{5000}}) {
         auto in = c.inputs(s);
@@ -616,6 +644,39 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
           ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])) + (mma ? k * 0x1p-17 : 0.0))
               << "variant " << v << (bf16 ? " (bf16 activations)" : "") << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
       }
+    }
+  }
+}
+
+// The same experts summed by the expert-sum GEMV (NodeKernels::expert_sum), every schedule: for
+// up to 8 tokens the products launch nothing and the chosen experts' weights alone are read
+// (the others are NaN); past that the products' own schedules run. Recorded and replayed graphs
+// give the same values.
+TEST(CudaBackend, ExpertSumsComputeTheirProducts) {
+  for (auto [wt, k] : {std::pair{DType::BF16, int64_t{24}}, std::pair{DType::F32, int64_t{24}}, std::pair{DType::BF16, int64_t{21}}}) {
+    moetest::MoeExperts c;
+    c.weight_dtype = wt;
+    c.k = k;
+    Graph plan = compiled(c.graph());
+    if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+    for (int v = 0; v < static_cast<int>(std::size(gen::kExpertSumVariants)); ++v) {
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
+      int64_t want_summed = 0;
+      for (int64_t s : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{40}}) {
+        auto in = c.inputs(s);
+        for (auto& [name, buf] : in) cuda.set_input(name, buf);
+        for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
+          cuda.run();
+          if (s <= 8 && run < 2) ++want_summed;
+          std::vector<double> want = c.expected(in, s);
+          Buffer got = cuda.output("out");
+          ASSERT_EQ(got.numel(), want.size());
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
+                << "variant " << v << " " << dtype_name(wt) << " k=" << k << " s=" << s << " run " << run << " out[" << i << "]";
+        }
+      }
+      EXPECT_EQ(cuda.experts_summed(), want_summed) << "variant " << v;
     }
   }
 }

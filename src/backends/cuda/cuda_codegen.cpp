@@ -38,6 +38,8 @@ class KernelWriter {
   const std::vector<std::string>& dims() const { return dims_; }
   // Output pointers after the inputs (lm_out1, ..): a grouped linear layer's other outputs.
   void set_extra_outputs(size_t n) { extra_outputs_ = n; }
+  // Pointer parameters right after the inputs, by name (an expert sum's operands).
+  void set_named_params(std::vector<std::string> names) { named_params_ = std::move(names); }
   // A pointer parameter after those, lm_res (Launch::residual_in).
   void set_residual_param(bool on) { residual_param_ = on; }
   // A pointer parameter after those, lm_gain (Launch::gain_in).
@@ -97,6 +99,7 @@ class KernelWriter {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
+    for (const std::string& p : named_params_) params << ", const char* __restrict__ " << p;
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     if (residual_param_) params << ", const char* __restrict__ lm_res";
     if (gain_param_) params << ", const char* __restrict__ lm_gain";
@@ -136,7 +139,7 @@ class KernelWriter {
  private:
   const Graph& g_;
   const Node& n_;
-  std::vector<std::string> dims_, extra_dims_, graph_dims_;
+  std::vector<std::string> dims_, extra_dims_, graph_dims_, named_params_;
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
@@ -265,6 +268,63 @@ bool column_reduction(const std::vector<Expr>& shape, size_t axis) {
   if (axis + 1 >= shape.size()) return false;
   const std::optional<int64_t> len = shape[axis].as_const(), last = shape.back().as_const();
   return len && *len <= 1024 && last && *last >= 32;
+}
+
+// The ScaledMatmul (an MoE's expert products, [E, m, n]) that reduction `f` sums over its
+// experts (axis 0), where the sum is all that reads it: a SumReduce, or a FusedSum whose
+// prologue only loads it (its epilogue, such as the residual add, then runs at the store).
+std::optional<NodeId> expert_product_of(const Graph& g, NodeId f_id) {
+  const Node& f = g.node(f_id);
+  const bool fused = f.op == OpKind::Kernel && f.kernel == "FusedSum";
+  if (!(fused || f.op == OpKind::SumReduce) || f.axis != 0 || f.dtype != DType::F32 || f.inputs.empty()) return std::nullopt;
+  const NodeId s = f.inputs[0].src;
+  const Node& sn = g.node(s);
+  if (sn.op != OpKind::Kernel || sn.kernel != "ScaledMatmul" || sn.dtype != DType::F32 || sn.shape.size() != 3) return std::nullopt;
+  if (!f.inputs[0].view.is_contiguous() || !(f.inputs[0].view.shape() == sn.shape)) return std::nullopt;
+  if (fused) {
+    size_t pos = 0;
+    const FusedProgram p = FusedProgram::decode(f.code, pos);
+    if (p.n_inputs != 1 || p.instrs.size() != 1) return std::nullopt;
+    const FusedInstr& load = p.instrs[0];
+    if (load.op != static_cast<int>(OpKind::Cast) || load.a != 0 || load.dtype != DType::F32 || load.in_dtype != DType::F32) return std::nullopt;
+  }
+  for (NodeId r = 0; r < g.size(); ++r)
+    for (size_t i = 0; i < g.node(r).inputs.size(); ++i)
+      if (g.node(r).inputs[i].src == s && (r != f_id || i != 0)) return std::nullopt;
+  return s;
+}
+
+// The expert sum of reduction `id` over ScaledMatmul `product` (NodeKernels::expert_sum): the
+// product's operands as named parameters after the reduction's inputs, the epilogue (if any)
+// at each store.
+void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::optional<FusedProgram>& epi, int prologue_inputs,
+                        const std::vector<std::string>& graph_dims, FunctionSet& functions, NodeKernels& r) {
+  const Node& sn = g.node(product);
+  const ViewLayer *la = plain_strided(sn.inputs[0].view), *lb = plain_strided(sn.inputs[1].view), *ls = plain_strided(sn.inputs[2].view);
+  if (!la || !lb || !ls || g.node(sn.inputs[0].src).dtype != DType::F32 || g.node(sn.inputs[2].src).dtype != DType::F32) return;
+  KernelWriter w(g, id, graph_dims);
+  w.set_named_params({"lm_xa", "lm_xb", "lm_xs"});
+  w.set_extra_dims(node_dims(sn));
+  auto store = [&](const std::string& at, const std::string& value) {
+    if (!epi) return w.out_store(at, value, DType::F32);
+    std::ostringstream s;
+    std::vector<DType> dt{DType::F32};
+    for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(prologue_inputs + i - 1)));
+    auto input = [&](int k) { return k == 0 ? value : "lm_ld" + std::to_string(prologue_inputs + k - 1) + "(" + at + ")"; };
+    s << "{\n";
+    if (!emit_program(s, *epi, input, dt, "e", "            ")) throw Error("CUDA backend: cannot generate the epilogue of an expert sum");
+    s << "            " << w.out_store(at, "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype) << "          }\n";
+    return s.str();
+  };
+  NodeKernels k;
+  for (const ExpertSumVariant& v : kExpertSumVariants) {
+    auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v);
+    if (!body) return;
+    Launch l{w.finish(*body, functions), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
+    (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
+  }
+  r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
+  r.expert_product = product;
 }
 
 // The opening of a column reduction: 32 adjacent outputs (lanes) a block, its warps splitting
@@ -518,6 +578,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     }
     if (columns) r.launches.push_back(per_block(s.str(), ceil_div(rows_of(in_shape, n.axis), Expr(32)), Expr(0)));
     else rows(s.str(), rows_of(in_shape, n.axis), in_shape.at(n.axis));
+    if (auto product = expert_product_of(g, id)) expert_sum_kernels(g, id, *product, epi, pro ? pro->n_inputs : 1, graph_dims, functions, r);
     return r;
   }
   if (op != OpKind::Kernel) throw Error(std::string("CUDA backend: no kernel for op ") + op_name(op));

@@ -119,6 +119,14 @@ struct NodeKernels {
   // (CudaExecutor::gated_run). `normed`, where there is one, has its own.
   std::shared_ptr<NodeKernels> gated;
   NodeId gated_node = 0;
+  // A sum over an MoE's experts (a SumReduce or FusedSum over axis 0) of ScaledMatmul
+  // `expert_product`, which nothing else reads: GEMV schedules that compute the chosen experts'
+  // products and their sum (and the reduction's epilogue, such as a residual add) in one launch
+  // (gen::expert_sum_body), taking the product's three inputs after the reduction's own. For a
+  // decode's few rows the product then launches nothing and its [E, m, n] value, mostly zeros,
+  // never crosses memory (CudaExecutor::sums_experts).
+  std::shared_ptr<NodeKernels> expert_sum;
+  NodeId expert_product = 0;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

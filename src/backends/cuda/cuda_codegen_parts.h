@@ -115,6 +115,22 @@ std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLaye
 // below `limit`). Every thread of the block runs it (barriers); it needs lm_wcnt[warps].
 std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
                           const std::string& list, const std::string& count);
+// An MoE's expert products summed over the experts in one GEMV (cuda_expert_sum_codegen.cpp),
+// for a decode's few rows: out[i, j] = sum over experts e with a nonzero scale of
+// s[e, i] * (A[e, i, :] · B[e, :, j]), operands read from lm_xa, lm_xb, lm_xs (ScaledMatmul's
+// three inputs: A f32 [E, m, k] with unit stride along k, B f32 or bf16 [E, k, n] with unit
+// stride along k, s f32 shaped as A and constant along k), `store(at, value)` writing the sum
+// at flat index `at` of the [m, n] output. Up to kMaxListedExperts experts (a constant).
+// A unit is `cols` columns of `rows` rows, for a team of `team` threads.
+constexpr int kMaxListedExperts = 1024;
+struct ExpertSumVariant {
+  int team, cols, rows;
+};
+constexpr ExpertSumVariant kExpertSumVariants[] = {{32, 1, 1}, {32, 2, 1}, {32, 4, 1}, {64, 1, 1}, {64, 2, 1}, {128, 1, 1}, {32, 1, 4}, {64, 2, 4}};
+std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
+                                           const std::function<std::string(const std::string&, const std::string&)>& store,
+                                           const ExpertSumVariant& v);
+Expr expert_sum_threads(const Expr& rows, const Expr& n, const ExpertSumVariant& v);  // its launch's threads
 // ScaledMatmul with bf16 weights on the tensor cores (cuda_scaled_mma_codegen.cpp), for many rows
 // a batch (an MoE prefill, where each expert's rows are the few tokens that chose it): a block per
 // (batch, tile of `cols` output columns, i.e. weight rows), grid-stride, lists the batch's rows

@@ -181,6 +181,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
     if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
+    if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
   }
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
@@ -219,6 +220,8 @@ void CudaExecutor::read_env_options() {
   if (norm && std::string(norm) == "0") options_.norm_in_gemv = false;
   const char* gated = std::getenv("LUMINAL_CUDA_GATED_GEMV");
   if (gated && std::string(gated) == "0") options_.gated_in_gemv = false;
+  const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
+  if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -682,12 +685,14 @@ void CudaExecutor::run() {
   folded_.clear();
   narrow_readers_.clear();
   deferred_norms_.clear();
+  deferred_products_.clear();
   gated_outputs_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
   auto ptr_of = [&](NodeId src) -> DevicePtr {
     if (deferred_norms_.count(src)) src = graph_.node(src).inputs[0].src;  // its readers norm its input
+    if (deferred_products_.count(src)) return 0;                             // its sum reads its inputs
     if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second).ptr;
     if (graph_.node(src).op == OpKind::Input) return inputs_.at(src).ptr;
     LM_ASSERT(live[src].has_value(), "node " + std::to_string(src) + " read before it ran or after it was freed");
@@ -696,7 +701,8 @@ void CudaExecutor::run() {
   std::function<void(const Node&, size_t)> release_inputs = [&](const Node& n, size_t from) {
     for (size_t k = from; k < n.inputs.size(); ++k) {
       NodeId s = n.inputs[k].src;
-      if (--uses[s] == 0 && deferred_norms_.count(s)) release_inputs(graph_.node(s), 0);  // its readers are done with its inputs
+      if (--uses[s] == 0 && (deferred_norms_.count(s) || deferred_products_.count(s)))
+        release_inputs(graph_.node(s), 0);  // its readers are done with its inputs
       if (uses[s] == 0 && live[s]) {
         give_back(*live[s]);
         live[s].reset();
@@ -726,6 +732,11 @@ void CudaExecutor::run() {
     if (!invariant && defers_norm(id)) {  // its readers norm as they load; its inputs stay live for them
       deferred_norms_.insert(id);
       ++norms_folded_;
+      continue;
+    }
+    if (!invariant && sums_experts(id)) {  // its sum over the experts computes it; its inputs stay live
+      deferred_products_.insert(id);
+      ++experts_summed_;
       continue;
     }
     if (timer) timer->start();
@@ -765,6 +776,15 @@ void CudaExecutor::run() {
     if (normed) {
       const Node& norm = graph_.node(n.inputs[0].src);
       gemv_gain_ = norm.inputs.size() > 1 ? ptr_of(norm.inputs[1].src) : 0;
+    }
+    if (!n.inputs.empty() && deferred_products_.count(n.inputs[0].src)) {  // the sum over the experts, of their products
+      const Node& product = graph_.node(n.inputs[0].src);
+      for (const Edge& e : product.inputs) in.push_back(ptr_of(e.src));
+      DeviceBuffer out = take(n.dtype, concrete(n.shape));
+      run_form(expert_sum_forms_.at(id), out.ptr, in, capture);
+      release_inputs(n, 0);
+      live[id] = out;
+      continue;
     }
     if (in_place_scatter) {
       launch(k.launches[1], k, functions_by_node_[id][1], in[0], in);
@@ -1026,6 +1046,17 @@ bool CudaExecutor::gated_run(const LinearGroup& g, bool normed) {
   for (NodeId m : g.members)
     if (reader_lists_[m].size() != 1 || reader_lists_[m][0] != p) return false;
   return true;
+}
+
+bool CudaExecutor::sums_experts(NodeId id) {
+  const Node& n = graph_.node(id);
+  if (!options_.expert_sum_in_gemv || n.op != OpKind::Kernel || n.kernel != "ScaledMatmul" || reader_lists_[id].size() != 1) return false;
+  const NodeId sum = reader_lists_[id][0];
+  const NodeKernels* k = kernels_.per_node[sum] ? &*kernels_.per_node[sum] : nullptr;
+  if (!k || !k->expert_sum || k->expert_product != id || keeps(sum)) return false;
+  // A decode's few rows: each unit's team streams every chosen expert's rows for them, where a
+  // prefill's many rows choose most experts and take the products' own schedules.
+  return eval(n.shape[1]) <= kExpertSumMaxRows;
 }
 
 bool CudaExecutor::defers_norm(NodeId id) {

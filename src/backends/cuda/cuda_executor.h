@@ -106,6 +106,11 @@ struct CudaOptions {
   // two outputs stores that product itself (NodeKernels::gated): the product launches nothing and
   // gate and up never cross memory. Also LUMINAL_CUDA_GATED_GEMV=0.
   bool gated_in_gemv = true;
+  // A sum over an MoE's experts of their products (ScaledMatmul), with few rows (a decode),
+  // runs as one GEMV over the chosen experts that sums as it goes (NodeKernels::expert_sum):
+  // the products launch nothing and their mostly-zero [E, m, n] value is never written. Also
+  // LUMINAL_CUDA_EXPERT_SUM=0.
+  bool expert_sum_in_gemv = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -168,6 +173,9 @@ class CudaExecutor {
   int64_t norms_folded() const { return norms_folded_; }
   // Gated products, since construction, that their linear group's GEMV stored (gated_in_gemv).
   int64_t products_folded() const { return products_folded_; }
+  // Expert products (ScaledMatmul), since construction, that launched nothing: their sum over
+  // the experts computed them (expert_sum_in_gemv).
+  int64_t experts_summed() const { return experts_summed_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -275,7 +283,13 @@ class CudaExecutor {
   bool defers_norm(NodeId id);
   std::set<NodeId> deferred_norms_;
   DevicePtr gemv_gain_ = 0;
-  int64_t norms_folded_ = 0, products_folded_ = 0;
+  int64_t norms_folded_ = 0, products_folded_ = 0, experts_summed_ = 0;
+  // Whether expert product `id` launches nothing this run: its one reader, a sum over the
+  // experts, has expert_sum schedules and the rows are few. deferred_products_: such products
+  // this run, whose inputs stay live for their sum, which takes them after its own.
+  bool sums_experts(NodeId id);
+  std::set<NodeId> deferred_products_;
+  std::map<NodeId, GemvForm> expert_sum_forms_;  // a sum's NodeKernels::expert_sum
   // Whether group g's GEMV stores its gated product this run (gated_in_gemv; its GEMV form has one).
   bool gated_run(const LinearGroup& g, bool normed);
   std::map<NodeId, DeviceBuffer> gated_outputs_;  // a gated product's value, stored by its group's GEMV
@@ -344,6 +358,7 @@ class CudaExecutor {
   // From this many rows a linear layer runs on the tensor cores (bf16 activations), below it
   // on the generated GEMV, which reads the weights once in full lines.
   static constexpr int64_t kLibraryMinRows = 16;
+  static constexpr int64_t kExpertSumMaxRows = 8;  // sums_experts: rows an expert sum takes at most
   double compile_ms_ = 0;
   GraphStats graph_stats_;
   bool from_cache_ = false;

@@ -1,0 +1,157 @@
+// An MoE's expert products and their sum over the experts in one GEMV (see expert_sum_body).
+#include <sstream>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_codegen_parts.h"
+
+namespace luminal::cuda::gen {
+
+Expr expert_sum_threads(const Expr& rows, const Expr& n, const ExpertSumVariant& v) {
+  return ceil_div(rows, Expr(v.rows)) * ceil_div(n, Expr(v.cols)) * Expr(v.team);
+}
+
+// out[i, j] = sum over the experts e whose scale is not zero of s[e, i] * (A[e, i, :] · B[e, :, j]),
+// with A (lm_xa, f32) [E, m, k], B (lm_xb, f32 or bf16) [E, k, n] with unit stride along k (an
+// expert's row-major [n, k] weight), s (lm_xs, f32) shaped as A and constant along k. Each
+// block first lists the experts that some row's scale chooses (as scaled_batches_prologue
+// does); a unit is `cols` adjacent columns of `rows` rows, and its team streams the listed
+// experts' weight rows end to end, as one k of (listed experts) x k: the chunk at p belongs to
+// expert lm_act[p / k]. Each chunk's products are summed, then added to the unit's sums times
+// that expert's scale, so the sums over k and over experts meet in one shuffle tree. No
+// [E, m, n] intermediate is written (a decode's sum over 128 experts read 120 zero rows of it).
+std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
+                                           const std::function<std::string(const std::string&, const std::string&)>& store,
+                                           const ExpertSumVariant& v) {
+  if (!a || !b || !s || a->shape.size() != 3 || b->shape.size() != 3 || s->shape.size() != 3) return std::nullopt;
+  if (!a->strides[2].is_const(1) || !b->strides[1].is_const(1) || !s->strides[2].is_const(0)) return std::nullopt;
+  if (!a->shape[0].is_const() || a->shape[0].value() > kMaxListedExperts) return std::nullopt;
+  if (w_dtype != DType::F32 && w_dtype != DType::BF16) return std::nullopt;
+  if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.rows < 1) return std::nullopt;
+  const bool bf16 = w_dtype == DType::BF16;
+  const int C = v.cols, T = v.team, R = v.rows, U = 4, per = bf16 ? 8 : 4;
+  const std::string vec = bf16 ? "uint4" : "float4", wt = bf16 ? "uint16_t" : "float";
+  const std::string step = std::to_string(T * per);
+  std::ostringstream o;
+  o << "  const long long lm_E = " << c(a->shape[0]) << ", lm_m = " << c(a->shape[1]) << ", lm_kk = " << c(a->shape[2]) << ", lm_n = " << c(b->shape[2])
+    << ";\n  if (lm_m <= 0 || lm_n <= 0) return;\n"
+    << "  __shared__ int lm_act[" << kMaxListedExperts << "];\n"
+    << "  __shared__ unsigned lm_on_bits[" << kMaxListedExperts / 32 << "];\n"
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n";
+  if (T > 32) o << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
+  o << "  if (threadIdx.x == 0) lm_nact = 0;\n  __syncthreads();\n"
+    << "  for (long long lm_c0 = 0; lm_c0 < lm_E; lm_c0 += blockDim.x) {\n"
+    << "    const long long lm_cb = lm_c0 + threadIdx.x;\n    bool lm_on = false;\n"
+    << "    if (lm_cb < lm_E)\n"
+    << "      for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i)\n"
+    << "        lm_on = ((const float*)lm_xs)[" << c(s->offset) << " + lm_cb * " << c(s->strides[0]) << " + lm_i * " << c(s->strides[1]) << "] != 0.0f;\n"
+    << append_listed("    ", "lm_cb", "lm_E", "lm_on_bits", "lm_act", "lm_nact") << "  }\n"
+    << "  const long long lm_len = (long long)lm_nact * lm_kk;  // the listed experts' k, end to end\n"
+    << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n"
+    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (lm_n + " << C - 1 << ") / " << C
+    << ", lm_units = lm_groups * lm_tiles;\n"
+    << "  const long long lm_ae = " << c(a->strides[0]) << ", lm_as = " << c(a->strides[1]) << ", lm_be = " << c(b->strides[0])
+    << ", lm_bs = " << c(b->strides[2]) << ", lm_se = " << c(s->strides[0]) << ", lm_ss = " << c(s->strides[1]) << ";\n"
+    // 16-byte loads need every chunk's weight row and activations aligned: true for real models.
+    << "  const bool lm_vec = ((" << c(b->offset) << " | lm_be | lm_bs | lm_kk) & " << per - 1 << ") == 0 && ((" << c(a->offset)
+    << " | lm_ae | lm_as) & 3) == 0;\n"
+    // Whole blocks step through the units together, so the barriers of wide teams are reached by all.
+    << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
+    << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
+    << "    const bool lm_live = lm_w < lm_units;\n"
+    << "    float lm_acc[" << R << "][" << C << "] = {};\n"
+    << "    const long long lm_j0 = lm_live ? (lm_w % lm_tiles) * " << C << " : 0, lm_g = lm_live ? lm_w / lm_tiles : 0;\n"
+    << "    const int lm_rows = lm_live ? (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ") : 0;\n"
+    << "    const float* lm_A = (const float*)lm_xa + " << c(a->offset) << " + lm_g * " << R << " * lm_as;\n"
+    << "    const " << wt << "* lm_B = (const " << wt << "*)lm_xb + " << c(b->offset) << " + lm_j0 * lm_bs;\n"
+    << "    const float* lm_S = (const float*)lm_xs + " << c(s->offset) << " + lm_g * " << R << " * lm_ss;\n";
+  // A column past n reads the tile's first column again (its sums are not stored).
+  for (int k = 0; k < C; ++k) o << "    const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+  // Chunk u of the loop: its expert's offsets, then C weight loads (streaming: read once a step).
+  auto loads = [&](int u) {
+    std::ostringstream l;
+    l << "        const long long lm_p" << u << " = lm_p + " << u << " * " << step << ";\n"
+      << "        const int lm_x" << u << " = (int)(lm_p" << u << " / lm_kk);\n"
+      << "        const long long lm_e" << u << " = lm_act[lm_x" << u << "], lm_q" << u << " = lm_p" << u << " - lm_x" << u << " * lm_kk;\n";
+    for (int k = 0; k < C; ++k)
+      l << "        const " << vec << " lm_r" << u << "_" << k << " = __ldcs((const " << vec << "*)(lm_B + lm_e" << u << " * lm_be + lm_o" << k
+        << " + lm_q" << u << "));\n";
+    return l.str();
+  };
+  auto products = [&](int u) {
+    std::ostringstream l;
+    const std::string U_ = std::to_string(u);
+    l << "        {\n          float lm_wv[" << C << "][" << per << "];\n";
+    for (int k = 0; k < C; ++k) {
+      const std::string raw = "lm_r" + U_ + "_" + std::to_string(k), w = "lm_wv[" + std::to_string(k) + "]";
+      if (bf16)
+        for (int h = 0; h < 4; ++h) {
+          const char* f = "xyzw";
+          l << "          " << w << "[" << 2 * h << "] = __uint_as_float(" << raw << "." << f[h] << " << 16); " << w << "[" << 2 * h + 1
+            << "] = __uint_as_float(" << raw << "." << f[h] << " & 0xffff0000u);\n";
+        }
+      else
+        l << "          " << w << "[0] = " << raw << ".x; " << w << "[1] = " << raw << ".y; " << w << "[2] = " << raw << ".z; " << w << "[3] = " << raw
+          << ".w;\n";
+    }
+    l << "          for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+      << "            if (lm_i >= lm_rows) break;\n"
+      << "            const float lm_sc = lm_S[lm_e" << u << " * lm_se + lm_i * lm_ss];\n"
+      << "            const float* lm_a = lm_A + lm_e" << u << " * lm_ae + lm_i * lm_as + lm_q" << u << ";\n"
+      << "            float lm_t[" << C << "] = {};\n"
+      << "            for (int lm_f = 0; lm_f < " << per << "; lm_f += 4) {\n"
+      << "              const float4 lm_x = *(const float4*)(lm_a + lm_f);\n"
+      << "              for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
+      << "                lm_t[lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_f], lm_t[lm_k]);\n"
+      << "                lm_t[lm_k] = __fmaf_rn(lm_x.y, lm_wv[lm_k][lm_f + 1], lm_t[lm_k]);\n"
+      << "                lm_t[lm_k] = __fmaf_rn(lm_x.z, lm_wv[lm_k][lm_f + 2], lm_t[lm_k]);\n"
+      << "                lm_t[lm_k] = __fmaf_rn(lm_x.w, lm_wv[lm_k][lm_f + 3], lm_t[lm_k]);\n"
+      << "              }\n            }\n"
+      << "            for (int lm_k = 0; lm_k < " << C << "; ++lm_k) lm_acc[lm_i][lm_k] = __fmaf_rn(lm_sc, lm_t[lm_k], lm_acc[lm_i][lm_k]);\n"
+      << "          }\n        }\n";
+    return l.str();
+  };
+  o << "    if (lm_live && lm_vec) {\n"
+    << "      long long lm_p = lm_tid * " << per << ";\n"
+    << "      for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_len; lm_p += " << U << " * " << step << ") {\n";
+  for (int u = 0; u < U; ++u) o << loads(u);
+  for (int u = 0; u < U; ++u) o << products(u);
+  o << "      }\n"
+    << "      for (; lm_p + " << per << " <= lm_len; lm_p += " << step << ") {\n"
+    << loads(0) << products(0) << "      }\n"
+    << "    } else if (lm_live) {  // unaligned rows: an element per thread per step\n"
+    << "      for (long long lm_p = lm_tid; lm_p < lm_len; lm_p += " << T << ") {\n"
+    << "        const int lm_x = (int)(lm_p / lm_kk);\n"
+    << "        const long long lm_e = lm_act[lm_x], lm_q = lm_p - lm_x * lm_kk;\n"
+    << "        for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+    << "          if (lm_i >= lm_rows) break;\n"
+    << "          const float lm_xv = __fmul_rn(lm_S[lm_e * lm_se + lm_i * lm_ss], lm_A[lm_e * lm_ae + lm_i * lm_as + lm_q]);\n";
+  for (int k = 0; k < C; ++k)
+    o << "          lm_acc[lm_i][" << k << "] = __fmaf_rn(lm_xv, " << (bf16 ? "lm_bf16_f32(" : "(") << "lm_B[lm_e * lm_be + lm_o" << k
+      << " + lm_q]), lm_acc[lm_i][" << k << "]);\n";
+  o << "        }\n      }\n    }\n";
+  // The sums: a shuffle tree per warp (every lane of a warp is in one team, live or not), then
+  // across the team's warps in warp order.
+  auto put = [&](const std::string& in) {
+    return in + "const long long lm_z = (lm_g * " + std::to_string(R) + " + lm_i) * lm_n + lm_j0 + lm_k;\n" + in + store("lm_z", "lm_v");
+  };
+  o << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n"
+    << "      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
+    << "        float lm_v = lm_acc[lm_i][lm_k];\n"
+    << "        for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_v += __shfl_xor_sync(0xffffffffu, lm_v, lm_h);\n";
+  if (T == 32)
+    o << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n" << put("          ") << "        }\n      }\n";
+  else
+    o << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << C << " + lm_k] = lm_v;\n      }\n"
+      << "    __syncthreads();\n"
+      << "    if (lm_live && lm_tid < " << R * C << ") {\n"
+      << "      const int lm_i = lm_tid / " << C << ", lm_k = lm_tid % " << C << ";\n"
+      << "      if (lm_i < lm_rows && lm_j0 + lm_k < lm_n) {\n"
+      << "        float lm_v = 0.0f;\n"
+      << "        for (int lm_y = 0; lm_y < " << T / 32 << "; ++lm_y) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32
+      << " + lm_y][lm_i * " << C << " + lm_k];\n"
+      << put("        ") << "      }\n    }\n    __syncthreads();\n";
+  o << "  }\n";
+  return o.str();
+}
+
+}  // namespace luminal::cuda::gen
