@@ -126,14 +126,19 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
   for (const auto& n : k.per_node)
     if (n) {
       for (const Launch& l : n->alternatives) only_alternatives.insert(l.function);
-      if (n->normed)  // the schedules that fold in a norm: their first stays too
-        for (const Launch& l : n->normed->alternatives) only_alternatives.insert(l.function);
+      // The schedules that fold in a norm, and an expert sum's: their first stays too.
+      for (const auto& form : {n->normed, n->expert_sum})
+        if (form)
+          for (const Launch& l : form->alternatives) only_alternatives.insert(l.function);
     }
+  int sums = 0;
   for (const auto& n : k.per_node)
     if (n) {
       for (const Launch& l : n->launches) only_alternatives.erase(l.function);
       if (n->normed) only_alternatives.erase(n->normed->launches[0].function);
+      if (n->expert_sum) only_alternatives.erase(n->expert_sum->launches[0].function), ++sums;
     }
+  EXPECT_GT(sums, 0);
   ASSERT_GT(only_alternatives.size(), 10u);  // the GEMV and ScaledMatmul schedules
   const size_t before = k.functions.names.size();
   k.drop_alternatives();
@@ -143,10 +148,11 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (!n) continue;
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
-    if (n->normed) {
-      EXPECT_TRUE(n->normed->alternatives.empty());
-      EXPECT_TRUE(kept.count(n->normed->launches[0].function)) << n->normed->launches[0].function;
-    }
+    for (const auto& form : {n->normed, n->expert_sum})
+      if (form) {
+        EXPECT_TRUE(form->alternatives.empty());
+        EXPECT_TRUE(kept.count(form->launches[0].function)) << form->launches[0].function;
+      }
     for (const std::optional<Launch>& l : {n->tiled, n->tiled_mma}) {
       if (l) {
         EXPECT_TRUE(kept.count(l->function)) << l->function;

@@ -94,9 +94,10 @@ size_t PlanKernels::part_of(const std::string& function, size_t parts) {
 void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   for (auto& k : per_node)
     if (k) extra.push_back(&*k);
-  // A linear layer's or group's other forms (normed, gated) keep their first schedules too.
+  // A linear layer's or group's other forms (normed, gated) and an expert sum's schedules keep
+  // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
-    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get()})
+    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
