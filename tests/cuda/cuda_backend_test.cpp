@@ -654,6 +654,79 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
   }
 }
 
+// A decoder's small kernels that the executor may pair (its rotaries, its cache writes) make
+// paired functions that compile; text that is not a generated function makes none.
+TEST(CudaCodegen, PairedFunctionsOfADecodersSmallKernelsCompile) {
+  Graph plan = bf16_decoder_plan("llama-tiny");
+  PlanKernels k = generate_plan_kernels(plan);
+  auto text = [&](const std::string& name) {
+    for (size_t i = 0; i < k.functions.names.size(); ++i)
+      if (k.functions.names[i] == name) return k.functions.texts[i];
+    return std::string();
+  };
+  std::map<std::string, std::vector<std::string>> by_kind;  // the functions of the first layer's nodes of each kind
+  for (NodeId id : plan.topo_order()) {
+    const Node& n = plan.node(id);
+    const std::string kind = n.op == OpKind::Scatter ? "Scatter" : n.kernel;
+    if (kind == "Rotary" || kind == "Scatter") by_kind[kind].push_back(k.per_node[id]->launches.back().function);
+  }
+  ASSERT_GE(by_kind["Rotary"].size(), 2u);
+  ASSERT_GE(by_kind["Scatter"].size(), 2u);
+  for (const char* kind : {"Rotary", "Scatter"}) {
+    const std::vector<std::string>& f = by_kind[kind];
+    const std::optional<PairedFunction> p = paired_function(text(f[0]), text(f[1]));
+    ASSERT_TRUE(p) << kind;
+    EXPECT_EQ(p->name.rfind("lm_Pair_", 0), 0u);
+    EXPECT_NE(p->text.find("extern \"C\" __global__ void __launch_bounds__(256) " + p->name + "("), std::string::npos) << p->text;
+    if (have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(cuda_prelude() + p->text, "sm_90", "")) << kind;
+    }
+  }
+  EXPECT_FALSE(paired_function("__global__ void f() {}", text(by_kind["Rotary"][0])));
+}
+
+// Decode steps of fixture decoders with paired launches on and off give the same logits, bit for
+// bit (the kernels are the same, launched together), launched, recorded and replayed.
+TEST(CudaBackend, PairedLaunchesChangeNoValue) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (const char* name : {"llama-tiny", "qwen3-moe-tiny"}) {
+    Graph plan = bf16_decoder_plan(name);
+    const int64_t vocab = fixture_config(name).vocab;
+    std::map<std::string, Buffer> weights;
+    uint32_t seed = 300;
+    for (size_t id = 0; id < plan.size(); ++id) {
+      const Node& n = plan.node(static_cast<NodeId>(id));
+      if (n.op != OpKind::Input || n.name == "tokens") continue;
+      std::vector<int64_t> shape;
+      for (const Expr& e : n.shape) shape.push_back(e.value());
+      weights[n.name] = n.name.rfind("cache", 0) == 0 ? Buffer(n.dtype, shape) : testing::random_buffer(n.dtype, shape, seed++, -0.5f, 0.5f);
+    }
+    CudaExecutor paired(plan, "", CudaOptions{}), single(plan, "", CudaOptions{.pair_launches = false});
+    for (CudaExecutor* cuda : {&paired, &single})
+      for (const auto& [n, b] : weights) cuda->set_input(n, b);
+    int64_t past = 0;
+    for (int64_t seq : {5, 1, 1, 1, 1}) {
+      std::vector<int32_t> ids;
+      for (int64_t i = 0; i < seq; ++i) ids.push_back(static_cast<int32_t>((past * 7 + i * 13 + 1) % vocab));
+      std::vector<Buffer> logits;
+      for (CudaExecutor* cuda : {&paired, &single}) {
+        cuda->set_input("tokens", Buffer::i32(ids, {seq}));
+        cuda->set_dim("seq", seq);
+        cuda->set_dim("past", past);
+        cuda->run();
+        logits.push_back(cuda->output("logits"));
+      }
+      ASSERT_EQ(logits[0].numel(), logits[1].numel());
+      for (size_t i = 0; i < logits[0].numel(); ++i)
+        ASSERT_EQ(logits[0].get(i), logits[1].get(i)) << name << " past " << past << " seq " << seq << " logit " << i;
+      past += seq;
+    }
+    EXPECT_GT(paired.launches_paired(), 0) << name;
+    EXPECT_EQ(single.launches_paired(), 0) << name;
+    EXPECT_GT(paired.graph_stats().replayed, 0) << name;
+  }
+}
+
 // The same experts summed by the expert-sum GEMV (NodeKernels::expert_sum), every schedule: for
 // up to 8 tokens the products launch nothing and the chosen experts' weights alone are read
 // (the others are NaN); past that the products' own schedules run. Recorded and replayed graphs

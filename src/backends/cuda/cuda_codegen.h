@@ -157,6 +157,17 @@ struct CodegenOptions {
 NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                               const CodegenOptions& options = {});
 
+// Two generated functions (whole texts from a FunctionSet) as one: blocks [0, lm_split) run the
+// first's body, the others the second's, each seeing its own part of the grid as blockIdx and
+// gridDim. Its parameters are the first's, the second's, then lm_split (unsigned). For two
+// small kernels of which neither reads what the other writes (a decode's two rotaries, its two
+// cache writes): one launch, and one wait on the kernel before, where there were two.
+// nullopt where a text is not a generated function.
+struct PairedFunction {
+  std::string name, text;
+};
+std::optional<PairedFunction> paired_function(const std::string& first, const std::string& second);
+
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device
 // memory: one launch where there were several, each a few microseconds of ramp and tail.

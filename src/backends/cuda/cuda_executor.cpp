@@ -128,6 +128,7 @@ std::vector<std::string> PlanKernels::module_sources(size_t parts) const {
 
 CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions options)
     : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
+  cache_dir_ = cache_dir;
   read_env_options();
   kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations});
   find_linear_groups();
@@ -221,6 +222,8 @@ void CudaExecutor::read_env_options() {
   if (norm && std::string(norm) == "0") options_.norm_in_gemv = false;
   const char* gated = std::getenv("LUMINAL_CUDA_GATED_GEMV");
   if (gated && std::string(gated) == "0") options_.gated_in_gemv = false;
+  const char* pairs = std::getenv("LUMINAL_CUDA_PAIRS");
+  if (pairs && std::string(pairs) == "0") options_.pair_launches = false;
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
@@ -453,7 +456,9 @@ DevicePtr CudaExecutor::zeroed_counters(NodeId id, int64_t count) {
 }
 
 void CudaExecutor::give_back(DeviceBuffer b) {
-  if (b.ptr && !b.kept) free_.emplace(b.bytes, b);
+  if (!b.ptr || b.kept) return;
+  if (pending_) held_.push_back(b);  // a held launch may still read it (flush_pending)
+  else free_.emplace(b.bytes, b);
 }
 
 int64_t CudaExecutor::grid_stride_blocks(int64_t threads, int blocks_per_sm) const {
@@ -468,22 +473,104 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (l.residual_in) args.push_back(&gemv_residual_);
   if (l.gain_in) args.push_back(&gemv_gain_);
   args.push_back(&dims_dev_);
-  const int64_t work = eval(l.work);
-  if (work <= 0) return;
+  const auto [blocks, threads] = launch_shape(l);
+  if (blocks <= 0) return;
   ++launches_;
-  int64_t blocks = work;
-  if (l.grid == Launch::Grid::Elements)
-    blocks = grid_stride_blocks(work, l.blocks_per_sm);
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
                 std::to_string(ctx_.info().max_shared_per_block) + " (attention over too many keys: use a smaller --context)");
   if (blocks > 0x7fffffff) throw Error("CUDA backend: too many blocks for one launch");
+  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), static_cast<size_t>(shared), args.data(),
+              options_.overlap_launches);
+}
+
+std::pair<int64_t, int64_t> CudaExecutor::launch_shape(const Launch& l) {
+  const int64_t work = eval(l.work);
+  if (work <= 0) return {0, 0};
+  const int64_t blocks = l.grid == Launch::Grid::Elements ? grid_stride_blocks(work, l.blocks_per_sm) : work;
   int64_t threads = kBlockThreads;
   if (l.grid == Launch::Grid::Rows && !l.row_length.is_const(0))  // about four of the row's elements a thread
     threads = std::clamp<int64_t>((eval(l.row_length) + 127) / 128 * 32, 32, kRowMaxThreads);
-  ctx_.launch(function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), static_cast<size_t>(shared), args.data(),
+  return {blocks, threads};
+}
+
+const Launch* CudaExecutor::single_launch(NodeId id) const {
+  const Node& n = graph_.node(id);
+  if (n.op == OpKind::Input || n.op == OpKind::Output || !kernels_.per_node[id] || group_of_member_.count(id)) return nullptr;
+  const NodeKernels& k = *kernels_.per_node[id];
+  if (!k.alternatives.empty() || k.scratch_f32 || k.linear || k.tiled || k.tiled_mma || k.once || k.normed || k.gated || k.expert_sum ||
+      k.words || k.words_narrow || k.launches.size() != (k.scatter ? 2u : 1u))
+    return nullptr;
+  const Launch& l = k.launches.back();  // a scatter's: the write of its updates, in place
+  if (!l.shared_bytes.is_const(0) || l.residual_in || l.gain_in || l.tensor_cores) return nullptr;
+  return &l;
+}
+
+void CudaExecutor::flush_pending() {
+  if (pending_) {
+    const PendingLaunch& p = *pending_;
+    std::vector<void*> args;
+    args.push_back(const_cast<DevicePtr*>(&p.out));
+    for (const DevicePtr& q : p.in) args.push_back(const_cast<DevicePtr*>(&q));
+    args.push_back(&dims_dev_);
+    ctx_.launch(p.function, static_cast<unsigned>(p.shape.first), 1, 1, static_cast<unsigned>(p.shape.second), 0, args.data(),
+                options_.overlap_launches);
+    ++launches_;
+    pending_.reset();
+  }
+  for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
+  held_.clear();
+}
+
+bool CudaExecutor::launch_paired(const PendingLaunch& x, bool capturing) {
+  if (!pending_) return false;
+  const PendingLaunch& p = *pending_;
+  // One block size for both: equal, or the larger where both are at most kBlockThreads (every
+  // kernel that may pair strides over its block, and sizes its shared arrays for up to that).
+  const int64_t threads = std::max(p.shape.second, x.shape.second);
+  if ((p.shape.second != x.shape.second && threads > kBlockThreads) || p.shape.first + x.shape.first > 0x7fffffff) return false;
+  // Neither reads what the other writes (an in-place scatter writes its input 0's buffer).
+  for (DevicePtr q : x.in)
+    if (q && q == p.out) return false;
+  for (DevicePtr q : p.in)
+    if (q && q == x.out) return false;
+  if (x.out == p.out) return false;
+  const std::pair<std::string, std::string> key{p.launch->function, x.launch->function};
+  auto it = paired_functions_.find(key);
+  if (it == paired_functions_.end()) {
+    if (capturing) return false;  // compiled in an ordinary run first
+    void* f = nullptr;
+    std::string text_a, text_b;
+    for (size_t i = 0; i < kernels_.functions.names.size(); ++i) {
+      if (kernels_.functions.names[i] == key.first) text_a = kernels_.functions.texts[i];
+      if (kernels_.functions.names[i] == key.second) text_b = kernels_.functions.texts[i];
+    }
+    if (auto pf = text_a.empty() || text_b.empty() ? std::nullopt : paired_function(text_a, text_b)) {
+      const CompiledKernels c = nvrtc_compile(cuda_prelude() + pf->text, ctx_.arch(), cache_dir_);
+      paired_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
+      f = paired_modules_.back()->function(pf->name);
+    }
+    it = paired_functions_.emplace(key, f).first;
+  }
+  if (!it->second) return false;
+  std::vector<void*> args;
+  args.push_back(const_cast<DevicePtr*>(&p.out));
+  for (const DevicePtr& q : p.in) args.push_back(const_cast<DevicePtr*>(&q));
+  args.push_back(&dims_dev_);
+  args.push_back(const_cast<DevicePtr*>(&x.out));
+  for (const DevicePtr& q : x.in) args.push_back(const_cast<DevicePtr*>(&q));
+  args.push_back(&dims_dev_);
+  unsigned split = static_cast<unsigned>(p.shape.first);
+  args.push_back(&split);
+  ctx_.launch(it->second, static_cast<unsigned>(p.shape.first + x.shape.first), 1, 1, static_cast<unsigned>(threads), 0, args.data(),
               options_.overlap_launches);
+  ++launches_;
+  ++launches_paired_;
+  pending_.reset();
+  for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
+  held_.clear();
+  return true;
 }
 
 bool CudaExecutor::on_library(const LinearOperands& l) {
@@ -687,6 +774,8 @@ void CudaExecutor::run() {
   narrow_readers_.clear();
   deferred_norms_.clear();
   deferred_products_.clear();
+  pending_.reset();  // none held (a run that threw may have left one)
+  flush_pending();
   gated_outputs_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
@@ -781,12 +870,41 @@ void CudaExecutor::run() {
     if (!n.inputs.empty() && deferred_products_.count(n.inputs[0].src)) {  // the sum over the experts, of their products
       const Node& product = graph_.node(n.inputs[0].src);
       for (const Edge& e : product.inputs) in.push_back(ptr_of(e.src));
+      flush_pending();
       DeviceBuffer out = take(n.dtype, concrete(n.shape));
       run_form(expert_sum_forms_.at(id), out.ptr, in, capture);
       release_inputs(n, 0);
       live[id] = out;
       continue;
     }
+    // A node whose one launch may go with the next node's (pair_launches).
+    if (const Launch* single = !invariant && !profiling_ && options_.pair_launches && (n.op != OpKind::Scatter || in_place_scatter)
+                                   ? single_launch(id) : nullptr) {
+      PendingLaunch x{single, functions_by_node_[id][k.launches.size() - 1], 0, in, launch_shape(*single)};
+      if (x.shape.first > 0) {
+        DeviceBuffer out;
+        if (n.op == OpKind::Scatter) x.out = in[0];
+        else x.out = (out = take(n.dtype, concrete(n.shape))).ptr;
+        if (!launch_paired(x, capture)) {
+          flush_pending();
+          pending_ = x;
+        }
+        if (n.op == OpKind::Scatter) {
+          in_place[id] = n.inputs[0].src;
+          ++input_versions_[n.inputs[0].src];
+          --uses[n.inputs[0].src];
+          release_inputs(n, 1);
+        } else {
+          release_inputs(n, 0);
+          live[id] = out;
+        }
+        continue;
+      }
+    }
+    // Anything else that reaches the stream goes after the held launch (a linear group's other
+    // members reach nothing: their group ran at its first).
+    if (auto g = group_of_member_.find(id); g == group_of_member_.end() || !groups_[g->second].active || id == groups_[g->second].members[0])
+      flush_pending();
     if (in_place_scatter) {
       launch(k.launches[1], k, functions_by_node_[id][1], in[0], in);
       in_place[id] = n.inputs[0].src;
@@ -907,6 +1025,7 @@ void CudaExecutor::run() {
       live[id] = out;
     }
   }
+  flush_pending();
   for (auto& b : live)
     if (b) give_back(*b);
   for (auto& [id, w] : words_)

@@ -111,6 +111,11 @@ struct CudaOptions {
   // the products launch nothing and their mostly-zero [E, m, n] value is never written. Also
   // LUMINAL_CUDA_EXPERT_SUM=0.
   bool expert_sum_in_gemv = true;
+  // Two adjacent nodes of the plan that each make one small launch, neither reading the other
+  // (a decode's rotaries of q and k, its two cache writes), run as one launch
+  // (paired_function): one launch and one wait on the kernel before where there were two.
+  // Also LUMINAL_CUDA_PAIRS=0.
+  bool pair_launches = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -167,6 +172,8 @@ class CudaExecutor {
   int64_t scratch_copies_skipped() const { return scratch_copies_skipped_; }
   // Kernel launches made launch by launch (not replayed from a CUDA graph), since construction.
   int64_t launches() const { return launches_; }
+  // Launches, since construction, that ran two nodes (pair_launches).
+  int64_t launches_paired() const { return launches_paired_; }
   // Runs of a linear group whose GEMMs stored bf16 for their gated product (narrow_group).
   int64_t narrowed_groups() const { return narrowed_groups_; }
   // RMS norms, since construction, that launched nothing: their GEMVs normed (norm_in_gemv).
@@ -223,6 +230,31 @@ class CudaExecutor {
   bool used_library_ = false;
   void clear_graphs();
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
+  // A launch's blocks and threads at this run's dims.
+  std::pair<int64_t, int64_t> launch_shape(const Launch& l);
+  // Paired launches (pair_launches). A node whose one launch may pair (single_launch) is held
+  // back (pending_) until the next node that launches: that one joins it in one launch of their
+  // paired function where it also may pair and neither reads what the other writes; anything
+  // else launches it first (flush_pending). While a launch is held, buffers given back wait
+  // (held_): the pair's bodies run at once, so its second output must not reuse an input of the
+  // first. Paired functions are compiled when first needed, never while a graph is recorded.
+  const Launch* single_launch(NodeId id) const;
+  struct PendingLaunch {
+    const Launch* launch = nullptr;
+    void* function = nullptr;
+    DevicePtr out = 0;
+    std::vector<DevicePtr> in;
+    std::pair<int64_t, int64_t> shape;
+  };
+  std::optional<PendingLaunch> pending_;
+  std::vector<DeviceBuffer> held_;
+  void flush_pending();
+  // The pair of X after the pending launch, launched, or false where they may not pair.
+  bool launch_paired(const PendingLaunch& x, bool capturing);
+  std::map<std::pair<std::string, std::string>, void*> paired_functions_;  // null: could not be made
+  std::vector<std::unique_ptr<Module>> paired_modules_;
+  std::string cache_dir_;
+  int64_t launches_paired_ = 0;
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
   // `blocks_per_sm` (a launch's own cap; 0: options_.blocks_per_sm) per multiprocessor.
   int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0) const;
