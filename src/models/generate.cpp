@@ -33,10 +33,14 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
   std::optional<StreamDecoder> stream;
   if (tokenizer) stream.emplace(*tokenizer);
 
+  // The next token after `ids`: greedy choices are found where the logits are (on the device,
+  // for cuda), so only the token crosses to the host.
+  auto step = [&](const std::vector<int32_t>& ids) {
+    return sampler.greedy() ? model.step_greedy(ids) : sampler.next(model.step(ids), history);
+  };
   auto t0 = clock::now();
-  std::vector<float> logits = model.step(prompt);
+  int32_t next = step(prompt);
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    int32_t next = sampler.next(std::move(logits), history);
     if (i == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     bool is_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
     if (is_eos && !o.ignore_eos) {
@@ -75,7 +79,7 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
       break;
     }
     auto s0 = clock::now();
-    logits = model.step({next});
+    next = step({next});
     r.step_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - s0).count());
   }
   if (r.stop_reason.empty()) r.stop_reason = "max_new_tokens";

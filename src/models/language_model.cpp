@@ -175,7 +175,21 @@ size_t LanguageModel::cache_bytes() const {
   return n;
 }
 
-std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
+int32_t LanguageModel::step_greedy(const std::vector<int32_t>& ids) {
+  if (!cuda_) {
+    const std::vector<float> logits = step(ids);
+    const size_t last = logits.size() - static_cast<size_t>(config_.vocab);  // all_logits: the last row
+    return static_cast<int32_t>(std::max_element(logits.begin() + static_cast<std::ptrdiff_t>(last), logits.end()) - logits.begin() -
+                                static_cast<std::ptrdiff_t>(last));
+  }
+  check_step(ids);
+  run_cuda(ids);
+  const int64_t at = cuda_->output_argmax("logits");
+  if (at < 0) throw Error("every logit of the step is NaN");
+  return static_cast<int32_t>(at);
+}
+
+void LanguageModel::check_step(const std::vector<int32_t>& ids) const {
   if (ids.empty()) throw Error("step: no tokens given");
   int64_t n = static_cast<int64_t>(ids.size());
   if (position_ + n > context_)
@@ -186,12 +200,22 @@ std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
   for (int32_t id : ids)
     if (id < 0 || id >= config_.vocab)
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(config_.vocab - 1) + ")");
+}
+
+void LanguageModel::run_cuda(const std::vector<int32_t>& ids) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  cuda_->set_input("tokens", Buffer::i32(ids, {n}));
+  cuda_->set_dim("seq", n);
+  cuda_->set_dim("past", position_);
+  cuda_->run();
+  position_ += n;
+}
+
+std::vector<float> LanguageModel::step(const std::vector<int32_t>& ids) {
+  check_step(ids);
+  const int64_t n = static_cast<int64_t>(ids.size());
   if (cuda_) {
-    cuda_->set_input("tokens", Buffer::i32(ids, {n}));
-    cuda_->set_dim("seq", n);
-    cuda_->set_dim("past", position_);
-    cuda_->run();
-    position_ += n;
+    run_cuda(ids);
     return cuda_->output_f32("logits");
   }
   Interpreter& rt = *runtime_;

@@ -62,6 +62,9 @@ class LanguageModel {
   // Runs `ids` after the cached tokens; returns [ids.size() x vocab] logits with all_logits,
   // else the last position's [vocab]. Error if the tokens would overflow the context.
   std::vector<float> step(const std::vector<int32_t>& ids);
+  // The same step's greedy choice: the index of the last position's largest logit (the first of
+  // equals). On cuda it is found on the device, and only it crosses to the host.
+  int32_t step_greedy(const std::vector<int32_t>& ids);
   void reset() { rewind(0); }  // forget the cached tokens (the cache is overwritten, not cleared)
   void rewind(int64_t n);       // keep only the first n cached tokens (a shared prompt prefix)
 
@@ -88,6 +91,8 @@ class LanguageModel {
   std::unique_ptr<Interpreter> runtime_;         // cpu and reference backends
   std::unique_ptr<cuda::CudaExecutor> cuda_;     // cuda backend
   void set_input(const std::string& name, Buffer data);
+  void check_step(const std::vector<int32_t>& ids) const;  // throws for tokens a step cannot take
+  void run_cuda(const std::vector<int32_t>& ids);          // a step on the cuda backend, to its outputs
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
   bool all_logits_ = false;

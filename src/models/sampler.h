@@ -21,6 +21,9 @@ class Sampler {
   explicit Sampler(const SamplingOptions& o);
   // `history` is every token so far (prompt and generated), for the repetition penalty.
   int32_t next(std::vector<float> logits, const std::vector<int32_t>& history);
+  // Whether the choice is the largest logit alone (no temperature, no penalty): a model may then
+  // find it where its logits are (LanguageModel::step_greedy).
+  bool greedy() const { return o_.temperature == 0 && o_.repetition_penalty == 1.0; }
 
  private:
   SamplingOptions o_;

@@ -654,6 +654,40 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
   }
 }
 
+// A greedy decode's choice on the device: the first of the last row's largest values (NaN never
+// chosen), against the host's, on rows as long as a vocabulary and short ones.
+TEST(CudaBackend, OutputArgmaxIsTheFirstLargestOfTheLastRow) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const Expr r = Expr::var("r"), n = Expr::var("n");
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {r, n});
+  (x * 1.0f).output("y");
+  CudaExecutor cuda(compiled(g), "");
+  for (auto [rows, len] : {std::pair<int64_t, int64_t>{1, 7}, {3, 151936}, {2, 1000}}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      Buffer b = testing::random_buffer(DType::F32, {rows, len}, 400 + variant, -50, -1);
+      const size_t last = static_cast<size_t>((rows - 1) * len);
+      int64_t want = 0;
+      if (variant >= 1) {  // ties: the first one wins
+        b.set(last + static_cast<size_t>(len / 3), 5.0);
+        b.set(last + static_cast<size_t>(len - 1), 5.0);
+        want = len / 3;
+      }
+      if (variant >= 2) b.set(last + static_cast<size_t>(len / 5), std::nan(""));  // never chosen
+      if (variant == 3) b.set(0, 100.0);                                            // an earlier row's does not count
+      if (variant == 0) {
+        for (int64_t i = 1; i < len; ++i)
+          if (b.get(last + static_cast<size_t>(i)) > b.get(last + static_cast<size_t>(want))) want = i;
+      }
+      cuda.set_dim("r", rows);
+      cuda.set_dim("n", len);
+      cuda.set_input("x", b);
+      cuda.run();
+      EXPECT_EQ(cuda.output_argmax("y"), want) << rows << "x" << len << " variant " << variant;
+    }
+  }
+}
+
 // A decoder's small kernels that the executor may pair (its rotaries, its cache writes) make
 // paired functions that compile; text that is not a generated function makes none.
 TEST(CudaCodegen, PairedFunctionsOfADecodersSmallKernelsCompile) {

@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/nvrtc.h"
 #include "models/fixture.h"
+#include "models/generate.h"
 #include "models/language_model.h"
 
 namespace luminal {
@@ -53,6 +54,13 @@ TEST_P(FixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
   Reference ref = fixtures::load_reference(name());
   LanguageModel m = LanguageModel::load(fixtures::model_dir(name()), options(64, false));
   EXPECT_EQ(fixtures::greedy_decode(m, ref.input_ids, ref.greedy_new_tokens.size()), ref.greedy_new_tokens) << name();
+  // The same tokens from generate(), whose greedy choices the backend makes where the logits are
+  // (on cuda, on the device: step_greedy).
+  m.reset();
+  GenerateOptions o;
+  o.max_new_tokens = static_cast<int64_t>(ref.greedy_new_tokens.size());
+  o.ignore_eos = true;
+  EXPECT_EQ(generate(m, ref.input_ids, o).new_tokens, ref.greedy_new_tokens) << name() << " through generate()";
 }
 
 // Decoding token by token through the cache gives the logits of one prefill over the whole

@@ -463,6 +463,30 @@ __device__ T lm_block_reduce(T v, F f) {
     if (w < warps) v = f(v, lm_red[w]);
   return v;
 }
+// The index of the largest of n f32 values (the first of equals; NaN never wins, -1 where every
+// value is NaN), by one block: a decode's greedy choice over its logits, so that 4 bytes cross
+// to the host instead of the vocabulary's logits.
+extern "C" __global__ void __launch_bounds__(1024) lm_argmax_f32(const float* x, long long n, long long* out) {
+  float best = 0.0f;
+  long long at = -1;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = x[i];
+    if (v == v && (at < 0 || v > best)) best = v, at = i;  // i grows: a tie keeps the first
+  }
+  __shared__ float lm_bv[32];
+  __shared__ long long lm_bi[32];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, best, o);
+    const long long i = __shfl_xor_sync(0xffffffffu, at, o);
+    if (i >= 0 && (at < 0 || v > best || (v == best && i < at))) best = v, at = i;
+  }
+  if ((threadIdx.x & 31) == 0) lm_bv[threadIdx.x >> 5] = best, lm_bi[threadIdx.x >> 5] = at;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < (int)(blockDim.x + 31) / 32; ++w)
+    if (lm_bi[w] >= 0 && (at < 0 || lm_bv[w] > best || (lm_bv[w] == best && lm_bi[w] < at))) best = lm_bv[w], at = lm_bi[w];
+  *out = at;
+}
 extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const float* in, long long rows, long long cols, long long ld) {
   for (long long z = blockIdx.x * (long long)blockDim.x + threadIdx.x; z < rows * cols; z += (long long)gridDim.x * blockDim.x) {
     const long long r = z / cols;

@@ -166,6 +166,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   }
   functions_ = kernels_.functions.texts.size();
   rows_to_bf16_ = modules_[0]->function(kRowsToBf16);
+  argmax_ = modules_[0]->function(kArgmaxF32);
   functions_by_node_.resize(graph_.size());
   words_functions_.assign(graph_.size(), nullptr);
   words_narrow_functions_.assign(graph_.size(), nullptr);
@@ -251,6 +252,7 @@ CudaExecutor::~CudaExecutor() {
   outputs_.clear();
   clear_graphs();
   ctx_.free(dims_dev_);
+  if (argmax_out_) ctx_.free(argmax_out_);
   for (auto& [id, k] : kept_) ctx_.free(k.value.ptr);
   for (auto& [id, b] : inputs_)
     if (!group_of_weight_.count(id) && !b.borrowed) ctx_.free(b.ptr);
@@ -1371,6 +1373,23 @@ std::vector<float> CudaExecutor::output_f32(const std::string& name) const {
   std::vector<float> r(bytes / sizeof(float));
   ctx_.download(r.data(), o.ptr, bytes);
   return r;
+}
+
+int64_t CudaExecutor::output_argmax(const std::string& name) {
+  const DeviceBuffer& o = computed_output(name);
+  if (o.dtype != DType::F32 || o.shape.empty()) throw Error("output_argmax: output '" + name + "' is not an f32 tensor");
+  const int64_t row = o.shape.back();
+  int64_t elements = 1;
+  for (int64_t d : o.shape) elements *= d;
+  if (row <= 0 || elements <= 0) throw Error("output_argmax: output '" + name + "' is empty");
+  if (!argmax_out_) argmax_out_ = ctx_.alloc(sizeof(int64_t));
+  DevicePtr last = o.ptr + static_cast<DevicePtr>((elements - row) * sizeof(float));
+  long long n = row;
+  void* args[] = {&last, &n, &argmax_out_};
+  ctx_.launch(argmax_, 1, 1, 1, 1024, 0, args);
+  int64_t at = -1;
+  ctx_.download(&at, argmax_out_, sizeof(at));
+  return at;
 }
 
 Buffer CudaExecutor::output(const std::string& name) const {

@@ -136,6 +136,10 @@ class CudaExecutor {
   void set_dim(const std::string& name, int64_t value);
   void run();
   Buffer output(const std::string& name) const;  // downloaded, in the output's dtype
+  // The index of the largest value of an f32 output's last row (its last dim; the first of
+  // equals, NaN never chosen, -1 where every value is NaN), found on the device: a greedy
+  // decode's choice, 8 bytes downloaded instead of the vocabulary's logits.
+  int64_t output_argmax(const std::string& name);
   // Zero-copy for callers that hold device memory (this process's context): the input reads the
   // caller's `bytes` at `ptr` in place, in the input's dtype (no conversion), until the next
   // set_input of that name; a KV cache given so is updated in place there. The caller keeps it
@@ -385,6 +389,8 @@ class CudaExecutor {
   std::vector<std::vector<void*>> functions_by_node_;
   size_t functions_ = 0;
   void* rows_to_bf16_ = nullptr;
+  void* argmax_ = nullptr;
+  DevicePtr argmax_out_ = 0;
   bool cublaslt_ = false;  // cuBLASLt loaded; off with LUMINAL_CUBLASLT=0
   CudaOptions options_;
   // From this many rows a linear layer runs on the tensor cores (bf16 activations), below it
