@@ -38,8 +38,26 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
   auto step = [&](const std::vector<int32_t>& ids) {
     return sampler.greedy() ? model.step_greedy(ids) : sampler.next(model.step(ids), history);
   };
+  // Greedy on cuda: steps are queued one ahead of the host (LanguageModel::queue_greedy), each
+  // taking the last one's choice on the device, so the device never waits for the host's loop.
+  const bool queued = sampler.greedy() && model.queues_greedy();
+  int64_t to_queue = o.max_new_tokens - 1;  // decode steps the loop may still need
+  auto queue_ahead = [&] {
+    if (to_queue > 0 && model.position() < model.context()) {
+      model.queue_greedy();
+      --to_queue;
+    }
+  };
   auto t0 = clock::now();
-  int32_t next = step(prompt);
+  int32_t next;
+  if (queued) {
+    model.queue_greedy(prompt);
+    queue_ahead();
+    next = model.take_greedy();
+  } else {
+    next = step(prompt);
+  }
+  auto taken = clock::now();
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     if (i == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     bool is_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
@@ -74,6 +92,19 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
       r.stop_reason = "max_new_tokens";
       break;
     }
+    if (queued) {  // the next token's step is queued already, unless the context is full
+      if (model.greedy_queued() == 0) {
+        r.stop_reason = "context";
+        break;
+      }
+      queue_ahead();
+      next = model.take_greedy();
+      // A token's time is the interval between two choices reaching the host.
+      const auto now = clock::now();
+      r.step_ms.push_back(std::chrono::duration<double, std::milli>(now - taken).count());
+      taken = now;
+      continue;
+    }
     if (model.position() >= model.context()) {
       r.stop_reason = "context";
       break;
@@ -82,6 +113,7 @@ GenerateResult generate(LanguageModel& model, const std::vector<int32_t>& prompt
     next = step({next});
     r.step_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - s0).count());
   }
+  if (queued) model.drop_greedy();  // a step queued past a stop: its token is not the caller's
   if (r.stop_reason.empty()) r.stop_reason = "max_new_tokens";
   if (stream && r.stop_reason != "stop_string") {
     std::string rest = stream->flush();

@@ -189,6 +189,51 @@ int32_t LanguageModel::step_greedy(const std::vector<int32_t>& ids) {
   return static_cast<int32_t>(at);
 }
 
+void LanguageModel::queue_greedy(const std::vector<int32_t>& ids) {
+  if (!cuda_) throw Error("queue_greedy: only the cuda backend queues steps (use step_greedy)");
+  if (queued_.size() >= 2) throw Error("queue_greedy: two steps are queued already (take one first)");
+  check_step(ids);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  cuda_->set_input("tokens", Buffer::i32(ids, {n}));
+  cuda_->set_dim("seq", n);
+  cuda_->set_dim("past", position_);
+  cuda_->run(false);
+  position_ += n;
+  cuda_->argmax_to_input("logits", "tokens", next_slot_);
+  queued_.push_back({next_slot_, n});
+  next_slot_ ^= 1;
+  choice_on_device_ = true;
+}
+
+void LanguageModel::queue_greedy() {
+  if (!cuda_) throw Error("queue_greedy: only the cuda backend queues steps (use step_greedy)");
+  if (!choice_on_device_) throw Error("queue_greedy(): the last step was not a queued greedy one, so there is no choice to continue from");
+  if (queued_.size() >= 2) throw Error("queue_greedy: two steps are queued already (take one first)");
+  if (position_ + 1 > context_)
+    throw Error("a new token after " + std::to_string(position_) + " cached ones exceeds the context length " + std::to_string(context_));
+  cuda_->set_dim("seq", 1);
+  cuda_->set_dim("past", position_);
+  cuda_->run(false);  // its token is the last step's choice, which that step's argmax wrote as the input
+  position_ += 1;
+  cuda_->argmax_to_input("logits", "tokens", next_slot_);
+  queued_.push_back({next_slot_, 1});
+  next_slot_ ^= 1;
+}
+
+int32_t LanguageModel::take_greedy() {
+  if (queued_.empty()) throw Error("take_greedy: no step is queued");
+  const QueuedStep q = queued_.front();
+  queued_.erase(queued_.begin());
+  const int64_t at = cuda_->take_argmax(q.slot);
+  if (at < 0) throw Error("every logit of the step is NaN");
+  return static_cast<int32_t>(at);
+}
+
+void LanguageModel::drop_greedy() {
+  for (const QueuedStep& q : queued_) position_ -= q.tokens;
+  queued_.clear();
+}
+
 void LanguageModel::check_step(const std::vector<int32_t>& ids) const {
   if (ids.empty()) throw Error("step: no tokens given");
   int64_t n = static_cast<int64_t>(ids.size());
@@ -204,6 +249,7 @@ void LanguageModel::check_step(const std::vector<int32_t>& ids) const {
 
 void LanguageModel::run_cuda(const std::vector<int32_t>& ids) {
   const int64_t n = static_cast<int64_t>(ids.size());
+  choice_on_device_ = false;
   cuda_->set_input("tokens", Buffer::i32(ids, {n}));
   cuda_->set_dim("seq", n);
   cuda_->set_dim("past", position_);
@@ -255,9 +301,11 @@ Interpreter& LanguageModel::runtime() {
 }
 
 void LanguageModel::rewind(int64_t n) {
+  drop_greedy();
   if (n < 0 || n > position_)
     throw Error("rewind(" + std::to_string(n) + "): the cache holds " + std::to_string(position_) + " tokens");
   position_ = n;
+  choice_on_device_ = false;
 }
 
 }  // namespace luminal

@@ -65,6 +65,16 @@ class LanguageModel {
   // The same step's greedy choice: the index of the last position's largest logit (the first of
   // equals). On cuda it is found on the device, and only it crosses to the host.
   int32_t step_greedy(const std::vector<int32_t>& ids);
+  // Greedy steps queued on the device (cuda only: queues_greedy). Each step's choice is found
+  // there and becomes the next step's token there, so the next step is queued before the host
+  // reads this one's and the device never waits for the host. At most two steps are queued.
+  bool queues_greedy() const { return cuda_ != nullptr; }
+  void queue_greedy(const std::vector<int32_t>& ids);  // a step over ids
+  void queue_greedy();                                 // a step over the last queued step's choice
+  int32_t take_greedy();                               // the oldest queued step's choice, waiting for it alone
+  size_t greedy_queued() const { return queued_.size(); }
+  // Forgets the queued steps not taken: the cache holds what the taken ones saw.
+  void drop_greedy();
   void reset() { rewind(0); }  // forget the cached tokens (the cache is overwritten, not cleared)
   void rewind(int64_t n);       // keep only the first n cached tokens (a shared prompt prefix)
 
@@ -95,6 +105,13 @@ class LanguageModel {
   void run_cuda(const std::vector<int32_t>& ids);          // a step on the cuda backend, to its outputs
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
+  struct QueuedStep {
+    int slot;        // of the executor's two choice slots
+    int64_t tokens;  // the step's, in position_ already
+  };
+  std::vector<QueuedStep> queued_;  // oldest first
+  int next_slot_ = 0;
+  bool choice_on_device_ = false;  // the last run was a queued greedy step: its choice is the next token
   bool all_logits_ = false;
   std::string backend_;
   double load_ms_ = 0, compile_ms_ = 0;

@@ -61,6 +61,17 @@ TEST_P(FixtureModel, GreedyDecodeWithKvCacheMatchesTransformers) {
   o.max_new_tokens = static_cast<int64_t>(ref.greedy_new_tokens.size());
   o.ignore_eos = true;
   EXPECT_EQ(generate(m, ref.input_ids, o).new_tokens, ref.greedy_new_tokens) << name() << " through generate()";
+  // Stopping at an end token: the tokens before it, and the cache holding the steps that made
+  // them (on cuda a step is queued past the stop and forgotten).
+  if (ref.greedy_new_tokens.size() >= 3 && ref.greedy_new_tokens[2] != ref.greedy_new_tokens[0] && ref.greedy_new_tokens[2] != ref.greedy_new_tokens[1]) {
+    m.reset();
+    o.ignore_eos = false;
+    o.eos_ids = {ref.greedy_new_tokens[2]};
+    const GenerateResult r = generate(m, ref.input_ids, o);
+    EXPECT_EQ(r.new_tokens, std::vector<int32_t>(ref.greedy_new_tokens.begin(), ref.greedy_new_tokens.begin() + 2)) << name();
+    EXPECT_EQ(r.stop_reason, "eos") << name();
+    EXPECT_EQ(m.position(), static_cast<int64_t>(ref.input_ids.size()) + 2) << name();
+  }
 }
 
 // Decoding token by token through the cache gives the logits of one prefill over the whole

@@ -466,7 +466,7 @@ __device__ T lm_block_reduce(T v, F f) {
 // The index of the largest of n f32 values (the first of equals; NaN never wins, -1 where every
 // value is NaN), by one block: a decode's greedy choice over its logits, so that 4 bytes cross
 // to the host instead of the vocabulary's logits.
-extern "C" __global__ void __launch_bounds__(1024) lm_argmax_f32(const float* x, long long n, long long* out) {
+extern "C" __global__ void __launch_bounds__(1024) lm_argmax_f32(const float* x, long long n, long long* out, int* out32) {
   float best = 0.0f;
   long long at = -1;
   for (long long i = threadIdx.x; i < n; i += blockDim.x) {
@@ -486,6 +486,7 @@ extern "C" __global__ void __launch_bounds__(1024) lm_argmax_f32(const float* x,
   for (int w = 1; w < (int)(blockDim.x + 31) / 32; ++w)
     if (lm_bi[w] >= 0 && (at < 0 || lm_bv[w] > best || (lm_bv[w] == best && lm_bi[w] < at))) best = lm_bv[w], at = lm_bi[w];
   *out = at;
+  if (out32) *out32 = (int)at;
 }
 extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const float* in, long long rows, long long cols, long long ld) {
   for (long long z = blockIdx.x * (long long)blockDim.x + threadIdx.x; z < rows * cols; z += (long long)gridDim.x * blockDim.x) {

@@ -133,8 +133,9 @@ struct NodeKernels {
 // (hi, lo, in, rows, cols, ld) writes hi[r, c] = bf16(x) and, when lo is not null,
 // lo[r, c] = bf16(x - hi) for x = in[r * ld + c]; hi + lo holds x to about 2^-17.
 constexpr const char* kRowsToBf16 = "lm_rows_to_bf16";
-// (x, n, out): *out = the index of the largest of x[0, n) (the first of equals; NaN never wins;
-// -1 where all are NaN), one block of up to 1024 threads.
+// (x, n, out, out32): *out = the index of the largest of x[0, n) (the first of equals; NaN
+// never wins; -1 where all are NaN), also as an int at out32 unless null; one block of up to
+// 1024 threads.
 constexpr const char* kArgmaxF32 = "lm_argmax_f32";
 
 // The helpers every generated module starts with.

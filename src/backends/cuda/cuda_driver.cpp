@@ -270,6 +270,21 @@ void Context::join() {
   check(api().cuStreamWaitEvent(stream_, joined_, 0), "cuStreamWaitEvent");
 }
 
+void Context::mark(int which) {
+  side_stream();
+  void*& e = marks_[which & 1];
+  if (!e) check(api().cuEventCreate(&e, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  check(api().cuEventRecord(e, stream_), "cuEventRecord");
+}
+
+void Context::download_marked(void* dst, DevicePtr src, size_t bytes, int which) {
+  void* e = marks_[which & 1];
+  if (!e) throw Error("download_marked: mark " + std::to_string(which) + " was never set");
+  check(api().cuStreamWaitEvent(side_, e, 0), "cuStreamWaitEvent");
+  check(api().cuMemcpyDtoHAsync(dst, src, bytes, side_), "cuMemcpyDtoHAsync");
+  check(api().cuStreamSynchronize(side_), "cuStreamSynchronize (a kernel failed)");
+}
+
 size_t Context::free_memory() const {
   size_t free = 0, total = 0;
   api().cuMemGetInfo(&free, &total);

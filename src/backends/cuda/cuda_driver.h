@@ -57,6 +57,11 @@ class Context {
   void* side_stream();
   void fork();
   void join();
+  // Mark `which` (0 or 1) at this point of the stream; download_marked then copies after that
+  // mark alone, on the side stream, and returns when dst holds the data: a result read while
+  // the stream already runs later work (a greedy decode's token, while the next step runs).
+  void mark(int which);
+  void download_marked(void* dst, DevicePtr src, size_t bytes, int which);
 
   // A kernel launch on the stream; args as cuLaunchKernel takes them (pointers to each value).
   // `overlap`: a programmatic dependent launch (Hopper on): the kernel may start while the one
@@ -91,6 +96,7 @@ class Context {
   void* context_ = nullptr;
   void* stream_ = nullptr;
   void *side_ = nullptr, *forked_ = nullptr, *joined_ = nullptr;
+  void* marks_[2] = {nullptr, nullptr};
   DeviceInfo info_;
   void* staging_ = nullptr;  // page-locked host memory for large downloads
   size_t staging_bytes_ = 0;

@@ -726,7 +726,7 @@ bool CudaExecutor::scratch_words(const std::optional<LinearOperands>& l, DType o
          on_library(*l);
 }
 
-void CudaExecutor::run() {
+void CudaExecutor::run(bool wait) {
   for (auto& [name, b] : outputs_) give_back(b);  // a recorded graph's outputs stay its own (kept)
   outputs_.clear();
   bind_dims();
@@ -765,7 +765,7 @@ void CudaExecutor::run() {
         for (const Expr& e : graph_.node(graph_.find_output(name)).shape) o.shape.push_back(eval_true(e));
         outputs_[name] = o;
       }
-      ctx_.synchronize();
+      if (wait) ctx_.synchronize();
       return;
     }
     capture = graph->runs >= 1 && !graph->library;
@@ -1045,7 +1045,7 @@ void CudaExecutor::run() {
     ++graph->runs;
     graph->library = graph->library || used_library_;
   }
-  ctx_.synchronize();  // a failing kernel reports here, not in a later call
+  if (wait) ctx_.synchronize();  // a failing kernel reports here, not in a later call
 }
 
 void CudaExecutor::find_linear_groups() {
@@ -1375,20 +1375,48 @@ std::vector<float> CudaExecutor::output_f32(const std::string& name) const {
   return r;
 }
 
-int64_t CudaExecutor::output_argmax(const std::string& name) {
+// The last row of f32 output `name`: where it starts and its length.
+std::pair<DevicePtr, int64_t> CudaExecutor::last_row(const std::string& name) const {
   const DeviceBuffer& o = computed_output(name);
-  if (o.dtype != DType::F32 || o.shape.empty()) throw Error("output_argmax: output '" + name + "' is not an f32 tensor");
-  const int64_t row = o.shape.back();
+  if (o.dtype != DType::F32 || o.shape.empty()) throw Error("argmax: output '" + name + "' is not an f32 tensor");
   int64_t elements = 1;
   for (int64_t d : o.shape) elements *= d;
-  if (row <= 0 || elements <= 0) throw Error("output_argmax: output '" + name + "' is empty");
-  if (!argmax_out_) argmax_out_ = ctx_.alloc(sizeof(int64_t));
-  DevicePtr last = o.ptr + static_cast<DevicePtr>((elements - row) * sizeof(float));
+  const int64_t row = o.shape.back();
+  if (row <= 0 || elements <= 0) throw Error("argmax: output '" + name + "' is empty");
+  return {o.ptr + static_cast<DevicePtr>((elements - row) * sizeof(float)), row};
+}
+
+void CudaExecutor::launch_argmax(const std::string& output, int slot, DevicePtr token) {
+  auto [last, row] = last_row(output);
+  if (!argmax_out_) argmax_out_ = ctx_.alloc(2 * sizeof(int64_t));
+  DevicePtr at = argmax_out_ + static_cast<DevicePtr>((slot & 1) * sizeof(int64_t));
   long long n = row;
-  void* args[] = {&last, &n, &argmax_out_};
+  void* args[] = {&last, &n, &at, &token};
   ctx_.launch(argmax_, 1, 1, 1, 1024, 0, args);
+}
+
+int64_t CudaExecutor::output_argmax(const std::string& name) {
+  launch_argmax(name, 0, 0);
   int64_t at = -1;
   ctx_.download(&at, argmax_out_, sizeof(at));
+  return at;
+}
+
+void CudaExecutor::argmax_to_input(const std::string& output, const std::string& input, int slot) {
+  const NodeId id = graph_.find_input(input);
+  if (graph_.node(id).dtype != DType::I32 || graph_.node(id).shape.size() != 1)
+    throw Error("argmax_to_input: input '" + input + "' is not a rank-1 i32 tensor (a step's token ids)");
+  last_row(output);  // checked before the input changes
+  DevicePtr token = owned_input(id, {1}, sizeof(int32_t)).ptr;
+  new_values(id);
+  launch_argmax(output, slot, token);
+  ctx_.mark(slot);
+}
+
+int64_t CudaExecutor::take_argmax(int slot) {
+  if (!argmax_out_) throw Error("take_argmax: no choice was queued");
+  int64_t at = -1;
+  ctx_.download_marked(&at, argmax_out_ + static_cast<DevicePtr>((slot & 1) * sizeof(int64_t)), sizeof(at), slot);
   return at;
 }
 

@@ -134,12 +134,20 @@ class CudaExecutor {
 
   void set_input(const std::string& name, const Buffer& data);  // converted to the input's dtype, uploaded
   void set_dim(const std::string& name, int64_t value);
-  void run();
+  // Queues the plan on the device; `wait`: returns when it has run (a failing kernel reports
+  // here), else at once, its outputs ready for what is queued after it.
+  void run(bool wait = true);
   Buffer output(const std::string& name) const;  // downloaded, in the output's dtype
   // The index of the largest value of an f32 output's last row (its last dim; the first of
   // equals, NaN never chosen, -1 where every value is NaN), found on the device: a greedy
   // decode's choice, 8 bytes downloaded instead of the vocabulary's logits.
   int64_t output_argmax(const std::string& name);
+  // The same choice queued, not waited for: written as the one value of i32 input `input` (the
+  // next step's token, so the next run can be queued at once) and kept in slot `slot` (0 or 1);
+  // take_argmax(slot) then reads that slot as soon as this choice is made, while later runs may
+  // already be on the device (LanguageModel's queued greedy steps).
+  void argmax_to_input(const std::string& output, const std::string& input, int slot);
+  int64_t take_argmax(int slot);
   // Zero-copy for callers that hold device memory (this process's context): the input reads the
   // caller's `bytes` at `ptr` in place, in the input's dtype (no conversion), until the next
   // set_input of that name; a KV cache given so is updated in place there. The caller keeps it
@@ -390,7 +398,9 @@ class CudaExecutor {
   size_t functions_ = 0;
   void* rows_to_bf16_ = nullptr;
   void* argmax_ = nullptr;
-  DevicePtr argmax_out_ = 0;
+  DevicePtr argmax_out_ = 0;  // two int64 slots
+  std::pair<DevicePtr, int64_t> last_row(const std::string& output) const;
+  void launch_argmax(const std::string& output, int slot, DevicePtr token);
   bool cublaslt_ = false;  // cuBLASLt loaded; off with LUMINAL_CUBLASLT=0
   CudaOptions options_;
   // From this many rows a linear layer runs on the tensor cores (bf16 activations), below it
