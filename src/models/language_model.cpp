@@ -230,8 +230,10 @@ int32_t LanguageModel::take_greedy() {
 }
 
 void LanguageModel::drop_greedy() {
+  if (queued_.empty()) return;
   for (const QueuedStep& q : queued_) position_ -= q.tokens;
   queued_.clear();
+  choice_on_device_ = false;  // the device's token is a dropped step's choice
 }
 
 void LanguageModel::check_step(const std::vector<int32_t>& ids) const {
