@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "backends/cuda/cuda_attention_parts.h"
 #include "backends/cuda/cuda_codegen_parts.h"
@@ -702,18 +703,24 @@ TEST(CudaCodegen, PairedFunctionsOfADecodersSmallKernelsCompile) {
   for (NodeId id : plan.topo_order()) {
     const Node& n = plan.node(id);
     const std::string kind = n.op == OpKind::Scatter ? "Scatter" : n.kernel;
-    if (kind == "Rotary" || kind == "Scatter") by_kind[kind].push_back(k.per_node[id]->launches.back().function);
+    if (kind == "Rotary" || kind == "Scatter" || kind == "RMSNormMul" || kind == "Fused")
+      by_kind[kind].push_back(k.per_node[id]->launches.back().function);
   }
   ASSERT_GE(by_kind["Rotary"].size(), 2u);
   ASSERT_GE(by_kind["Scatter"].size(), 2u);
-  for (const char* kind : {"Rotary", "Scatter"}) {
-    const std::vector<std::string>& f = by_kind[kind];
-    const std::optional<PairedFunction> p = paired_function(text(f[0]), text(f[1]));
-    ASSERT_TRUE(p) << kind;
+  ASSERT_GE(by_kind["RMSNormMul"].size(), 1u);
+  ASSERT_GE(by_kind["Fused"].size(), 1u);
+  // Two rotaries, two cache writes, and a row kernel (blocks of up to 1024 threads) with an
+  // elementwise one: the larger bound is the pair's.
+  for (auto [a, b, bound] : {std::tuple{"Rotary", "Rotary", 256}, {"Scatter", "Scatter", 256}, {"RMSNormMul", "Fused", 1024}}) {
+    const std::string fa = by_kind[a][0], fb = std::string(a) == b ? by_kind[b][1] : by_kind[b][0];
+    const std::optional<PairedFunction> p = paired_function(text(fa), text(fb));
+    ASSERT_TRUE(p) << a << " + " << b;
     EXPECT_EQ(p->name.rfind("lm_Pair_", 0), 0u);
-    EXPECT_NE(p->text.find("extern \"C\" __global__ void __launch_bounds__(256) " + p->name + "("), std::string::npos) << p->text;
+    EXPECT_NE(p->text.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(bound) + ") " + p->name + "("), std::string::npos)
+        << p->text;
     if (have_nvrtc()) {
-      EXPECT_NO_THROW(nvrtc_compile(cuda_prelude() + p->text, "sm_90", "")) << kind;
+      EXPECT_NO_THROW(nvrtc_compile(cuda_prelude() + p->text, "sm_90", "")) << a << " + " << b;
     }
   }
   EXPECT_FALSE(paired_function("__global__ void f() {}", text(by_kind["Rotary"][0])));

@@ -549,9 +549,14 @@ bool CudaExecutor::launch_paired(const PendingLaunch& x, bool capturing) {
       if (kernels_.functions.names[i] == key.second) text_b = kernels_.functions.texts[i];
     }
     if (auto pf = text_a.empty() || text_b.empty() ? std::nullopt : paired_function(text_a, text_b)) {
-      const CompiledKernels c = nvrtc_compile(cuda_prelude() + pf->text, ctx_.arch(), cache_dir_);
-      paired_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
-      f = paired_modules_.back()->function(pf->name);
+      try {  // a pair that does not compile runs as two launches
+        const CompiledKernels c = nvrtc_compile(cuda_prelude() + pf->text, ctx_.arch(), cache_dir_);
+        paired_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
+        f = paired_modules_.back()->function(pf->name);
+      } catch (const Error& e) {
+        if (tune_log()) std::fprintf(stderr, "luminal cuda: %s and %s do not pair: %s\n", key.first.c_str(), key.second.c_str(), e.what());
+        f = nullptr;
+      }
     }
     it = paired_functions_.emplace(key, f).first;
   }
