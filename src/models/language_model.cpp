@@ -193,16 +193,8 @@ void LanguageModel::queue_greedy(const std::vector<int32_t>& ids) {
   if (!cuda_) throw Error("queue_greedy: only the cuda backend queues steps (use step_greedy)");
   if (queued_.size() >= 2) throw Error("queue_greedy: two steps are queued already (take one first)");
   check_step(ids);
-  const int64_t n = static_cast<int64_t>(ids.size());
-  cuda_->set_input("tokens", Buffer::i32(ids, {n}));
-  cuda_->set_dim("seq", n);
-  cuda_->set_dim("past", position_);
-  cuda_->run(false);
-  position_ += n;
-  cuda_->argmax_to_input("logits", "tokens", next_slot_);
-  queued_.push_back({next_slot_, n});
-  next_slot_ ^= 1;
-  choice_on_device_ = true;
+  run_cuda(ids, false);
+  queue_choice(static_cast<int64_t>(ids.size()));
 }
 
 void LanguageModel::queue_greedy() {
@@ -215,9 +207,14 @@ void LanguageModel::queue_greedy() {
   cuda_->set_dim("past", position_);
   cuda_->run(false);  // its token is the last step's choice, which that step's argmax wrote as the input
   position_ += 1;
+  queue_choice(1);
+}
+
+void LanguageModel::queue_choice(int64_t tokens) {
   cuda_->argmax_to_input("logits", "tokens", next_slot_);
-  queued_.push_back({next_slot_, 1});
+  queued_.push_back({next_slot_, tokens});
   next_slot_ ^= 1;
+  choice_on_device_ = true;
 }
 
 int32_t LanguageModel::take_greedy() {
@@ -249,13 +246,13 @@ void LanguageModel::check_step(const std::vector<int32_t>& ids) const {
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(config_.vocab - 1) + ")");
 }
 
-void LanguageModel::run_cuda(const std::vector<int32_t>& ids) {
+void LanguageModel::run_cuda(const std::vector<int32_t>& ids, bool wait) {
   const int64_t n = static_cast<int64_t>(ids.size());
   choice_on_device_ = false;
   cuda_->set_input("tokens", Buffer::i32(ids, {n}));
   cuda_->set_dim("seq", n);
   cuda_->set_dim("past", position_);
-  cuda_->run();
+  cuda_->run(wait);
   position_ += n;
 }
 

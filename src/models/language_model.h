@@ -102,7 +102,8 @@ class LanguageModel {
   std::unique_ptr<cuda::CudaExecutor> cuda_;     // cuda backend
   void set_input(const std::string& name, Buffer data);
   void check_step(const std::vector<int32_t>& ids) const;  // throws for tokens a step cannot take
-  void run_cuda(const std::vector<int32_t>& ids);          // a step on the cuda backend, to its outputs
+  void run_cuda(const std::vector<int32_t>& ids, bool wait = true);  // a step on the cuda backend, to its outputs
+  void queue_choice(int64_t tokens);  // the queued step's choice (of a step of `tokens` tokens) as the next token
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
   struct QueuedStep {

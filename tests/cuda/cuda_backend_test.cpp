@@ -137,7 +137,10 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (n) {
       for (const Launch& l : n->launches) only_alternatives.erase(l.function);
       if (n->normed) only_alternatives.erase(n->normed->launches[0].function);
-      if (n->expert_sum) only_alternatives.erase(n->expert_sum->launches[0].function), ++sums;
+      if (n->expert_sum) {
+        only_alternatives.erase(n->expert_sum->launches[0].function);
+        ++sums;
+      }
     }
   EXPECT_GT(sums, 0);
   ASSERT_GT(only_alternatives.size(), 10u);  // the GEMV and ScaledMatmul schedules

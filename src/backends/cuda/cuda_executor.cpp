@@ -509,20 +509,28 @@ const Launch* CudaExecutor::single_launch(NodeId id) const {
   return &l;
 }
 
+void CudaExecutor::push_args(std::vector<void*>& args, const PendingLaunch& l) {
+  args.push_back(const_cast<DevicePtr*>(&l.out));
+  for (const DevicePtr& q : l.in) args.push_back(const_cast<DevicePtr*>(&q));
+  args.push_back(&dims_dev_);
+}
+
+void CudaExecutor::end_pending() {
+  pending_.reset();
+  for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
+  held_.clear();
+}
+
 void CudaExecutor::flush_pending() {
   if (pending_) {
     const PendingLaunch& p = *pending_;
     std::vector<void*> args;
-    args.push_back(const_cast<DevicePtr*>(&p.out));
-    for (const DevicePtr& q : p.in) args.push_back(const_cast<DevicePtr*>(&q));
-    args.push_back(&dims_dev_);
+    push_args(args, p);
     ctx_.launch(p.function, static_cast<unsigned>(p.shape.first), 1, 1, static_cast<unsigned>(p.shape.second), 0, args.data(),
                 options_.overlap_launches);
     ++launches_;
-    pending_.reset();
   }
-  for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
-  held_.clear();
+  end_pending();
 }
 
 bool CudaExecutor::launch_paired(const PendingLaunch& x, bool capturing) {
@@ -562,21 +570,15 @@ bool CudaExecutor::launch_paired(const PendingLaunch& x, bool capturing) {
   }
   if (!it->second) return false;
   std::vector<void*> args;
-  args.push_back(const_cast<DevicePtr*>(&p.out));
-  for (const DevicePtr& q : p.in) args.push_back(const_cast<DevicePtr*>(&q));
-  args.push_back(&dims_dev_);
-  args.push_back(const_cast<DevicePtr*>(&x.out));
-  for (const DevicePtr& q : x.in) args.push_back(const_cast<DevicePtr*>(&q));
-  args.push_back(&dims_dev_);
+  push_args(args, p);
+  push_args(args, x);
   unsigned split = static_cast<unsigned>(p.shape.first);
   args.push_back(&split);
   ctx_.launch(it->second, static_cast<unsigned>(p.shape.first + x.shape.first), 1, 1, static_cast<unsigned>(threads), 0, args.data(),
               options_.overlap_launches);
   ++launches_;
   ++launches_paired_;
-  pending_.reset();
-  for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
-  held_.clear();
+  end_pending();
   return true;
 }
 
@@ -781,8 +783,7 @@ void CudaExecutor::run(bool wait) {
   narrow_readers_.clear();
   deferred_norms_.clear();
   deferred_products_.clear();
-  pending_.reset();  // none held (a run that threw may have left one)
-  flush_pending();
+  end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
@@ -809,6 +810,13 @@ void CudaExecutor::run(bool wait) {
         }
       }
     }
+  };
+  // A scatter that wrote its destination's buffer: its value is that buffer, whose input changed.
+  auto wrote_in_place = [&](NodeId id, const Node& n) {
+    in_place[id] = n.inputs[0].src;
+    ++input_versions_[n.inputs[0].src];
+    --uses[n.inputs[0].src];
+    release_inputs(n, 1);
   };
   std::optional<Context::Timer> timer;
   if (profiling_) timer.emplace(ctx_);
@@ -897,10 +905,7 @@ void CudaExecutor::run(bool wait) {
           pending_ = x;
         }
         if (n.op == OpKind::Scatter) {
-          in_place[id] = n.inputs[0].src;
-          ++input_versions_[n.inputs[0].src];
-          --uses[n.inputs[0].src];
-          release_inputs(n, 1);
+          wrote_in_place(id, n);
         } else {
           release_inputs(n, 0);
           live[id] = out;
@@ -914,10 +919,7 @@ void CudaExecutor::run(bool wait) {
       flush_pending();
     if (in_place_scatter) {
       launch(k.launches[1], k, functions_by_node_[id][1], in[0], in);
-      in_place[id] = n.inputs[0].src;
-      ++input_versions_[n.inputs[0].src];
-      --uses[n.inputs[0].src];
-      release_inputs(n, 1);
+      wrote_in_place(id, n);
       continue;
     }
     if (auto g = group_of_member_.find(id); g != group_of_member_.end()) {

@@ -261,6 +261,8 @@ class CudaExecutor {
   std::optional<PendingLaunch> pending_;
   std::vector<DeviceBuffer> held_;
   void flush_pending();
+  void end_pending();  // forgets the held launch (made or dropped) and gives back the held buffers
+  void push_args(std::vector<void*>& args, const PendingLaunch& l);  // its (out, inputs, dims)
   // The pair of X after the pending launch, launched, or false where they may not pair.
   bool launch_paired(const PendingLaunch& x, bool capturing);
   std::map<std::pair<std::string, std::string>, void*> paired_functions_;  // null: could not be made
