@@ -17,7 +17,8 @@
 # ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
 # names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench). SKIP_HF=1
-# leaves out transformers eager (SKIP_TESTS=1 the tests).
+# leaves out transformers eager (SKIP_TESTS=1 the tests). TIMELINE=N: each luminal benchmark also
+# records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
 set -uo pipefail
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
@@ -28,6 +29,12 @@ exec > >(tee "$OUT/run.log") 2>&1  # everything is also kept in $OUT/run.log
 export LD_LIBRARY_PATH="$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
 # The tests were built with their data folder's path here (/work/main/tests/data).
 if [ ! -e /work/main/tests/data ]; then mkdir -p /work && ln -sfn "$PWD" /work/main; fi
+# CUPTI for --timeline: the toolkit's, else the one PyTorch's wheels carry.
+if [ -z "${LUMINAL_CUPTI:-}" ]; then
+  LUMINAL_CUPTI=$(ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* /usr/local/cuda/lib64/libcupti.so* 2>/dev/null | head -n 1)
+  [ -n "$LUMINAL_CUPTI" ] || LUMINAL_CUPTI=$(python3 -c "import glob, os, nvidia; print(([p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, '*', 'lib', 'libcupti.so*'))] + [''])[0])" 2>/dev/null)
+  export LUMINAL_CUPTI
+fi
 
 echo "== device [${SECONDS}s]"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
@@ -72,7 +79,7 @@ echo "== random $ARCH [${SECONDS}s]"
 while [ ! -e "$MODELS/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
 echo "== luminal --backend cuda [${SECONDS}s]"
-"$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} \
+"$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} ${TIMELINE:+--timeline $TIMELINE} \
   --iters ${ITERS:-5} --context "${CONTEXT:-512}" > "$OUT/bench_$ARCH.txt" 2>&1
 grep -v "^luminal cuda:" "$OUT/bench_$ARCH.txt" | tail -n 40  # the GEMV timings (LUMINAL_CUDA_TUNE_LOG=1) stay in the file
 if [ -n "${OVERLAP:-}" ]; then
@@ -98,7 +105,7 @@ if [ -n "${AB_ENV:-}" ]; then
     # A set may name another binary, LUMINAL_BIN=path (an older build carried beside this one).
     AB_BIN=$(sed -n 's/.*LUMINAL_BIN=\([^ ]*\).*/\1/p' <<< "${AB_SETS[$I]}")
     env ${AB_SETS[$I]} "${AB_BIN:-$BIN/luminal}" bench --model "$MODELS/$ARCH" --backend cuda --activations "$MODE" --prompt-tokens "${PROMPT:-128}" \
-      --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" 2>&1
+      --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} ${TIMELINE:+--timeline $TIMELINE} > "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" 2>&1
     grep -v "^luminal cuda:" "$OUT/bench_ab${I}_${MODE}_$ARCH.txt" | tail -n ${AB_LINES:-40}
   done
   done

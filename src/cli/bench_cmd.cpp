@@ -2,6 +2,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "backends/cuda/cupti_capture.h"
 #include "cli/model_cmds.h"
 #include "cli/model_session.h"
 #include "core/error.h"
@@ -34,6 +35,40 @@ void print_profile(LanguageModel& m, const std::vector<int32_t>& prompt) {
   m.set_profiling(false);
 }
 
+// A prefill, a few warm decode steps (the second records the CUDA graph), then `steps` decode
+// steps recorded by CUPTI, each waited for, so that every kernel falls in its own step's window.
+nlohmann::json print_timeline(LanguageModel& m, const std::vector<int32_t>& prompt, int64_t steps, size_t show) {
+  m.reset();
+  int32_t tok = m.step_greedy(prompt);
+  for (int i = 0; i < 4; ++i) tok = m.step_greedy({tok});
+  auto capture = cuda::CuptiCapture::start();
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
+  for (int64_t i = 0; i < steps; ++i) {
+    const uint64_t t0 = capture->now_ns();
+    tok = m.step_greedy({tok});
+    windows.emplace_back(t0, capture->now_ns());
+  }
+  const std::vector<cuda::KernelRecord> records = capture->stop();
+  std::vector<std::vector<cuda::KernelRecord>> by_step(windows.size());
+  for (const cuda::KernelRecord& k : records)
+    for (size_t i = 0; i < windows.size(); ++i)
+      if (k.start_ns >= windows[i].first && k.start_ns < windows[i].second) by_step[i].push_back(k);
+  const cuda::TimelineReport r = cuda::analyse_timeline(by_step);
+  std::fputs(cuda::format_timeline(r, show).c_str(), stderr);
+  nlohmann::json j;
+  std::vector<double> span, busy;
+  for (const auto& s : r.steps) {
+    span.push_back(s.span_us);
+    busy.push_back(s.busy_us);
+  }
+  j["steps"] = r.steps.size();
+  j["kernels"] = r.steps.empty() ? 0 : r.steps.front().kernels;
+  j["span_us"] = median(span);
+  j["busy_us"] = median(busy);
+  for (const auto& k : r.kinds) j["adds_us"][k.kind] = k.adds_us;
+  return j;
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
@@ -44,10 +79,18 @@ int run_bench(int argc, char** argv) {
   a.option("--prompt-tokens", "N", "prompt length (token ids cycle through the vocabulary)", "128")
       .option("--new-tokens", "N", "tokens to decode per iteration", "32")
       .option("--iters", "N", "iterations", "3")
-      .flag("--profile", "after the iterations, print where one prefill and one decode step spend their time (stderr)");
+      .flag("--profile", "after the iterations, print where one prefill and one decode step spend their time (stderr)")
+      .option("--timeline", "N",
+              "after the iterations, record N decode steps' kernels on the GPU (CUPTI) and print what each kind adds to a "
+              "step (stderr; --backend cuda)",
+              "0")
+      .option("--timeline-show", "N", "kernels of the median step to list in order", "64");
   if (!a.parse(argc, argv)) return 0;
   int64_t prompt_len = a.integer("--prompt-tokens"), new_tokens = a.integer("--new-tokens"), iters = a.integer("--iters");
   if (prompt_len < 1 || new_tokens < 1 || iters < 1) throw Error("--prompt-tokens, --new-tokens and --iters must be >= 1");
+  const int64_t timeline = a.integer("--timeline");
+  if (timeline < 0 || a.integer("--timeline-show") < 0) throw Error("--timeline and --timeline-show must be >= 0");
+  if (timeline > 0 && a.str("--backend") != "cuda") throw Error("--timeline records GPU kernels: it needs --backend cuda");
   LanguageModel m = load_model(a);
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
   for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % m.config().vocab);
@@ -63,6 +106,7 @@ int run_bench(int argc, char** argv) {
   }
   if (a.on("--profile")) print_profile(m, prompt);
   nlohmann::json j;
+  if (timeline > 0) j["timeline"] = print_timeline(m, prompt, timeline, static_cast<size_t>(a.integer("--timeline-show")));
   j["model"] = a.str("--model");
   j["backend"] = a.str("--backend");
   j["activations"] = a.str("--activations");
