@@ -51,6 +51,9 @@ struct LinearVariant {
 };
 constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
                                              {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1}};
+// The most shared memory a linear GEMV's staged norm (x times the gain, every row of a decode)
+// may take a block: up to 8192 values of one row, 2048 of four.
+constexpr long long kMaxStagedNormBytes = 32 << 10;
 // The threads a schedule launches for `count` outputs: a team per `cols` of them. That is at
 // least a team per work unit where batch rows are few (decode), and the kernel's loop strides
 // over any units left (the executor caps the grid anyway).

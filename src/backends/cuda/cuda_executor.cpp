@@ -1395,11 +1395,21 @@ std::pair<DevicePtr, int64_t> CudaExecutor::last_row(const std::string& name) co
 
 void CudaExecutor::launch_argmax(const std::string& output, int slot, DevicePtr token) {
   auto [last, row] = last_row(output);
-  if (!argmax_out_) argmax_out_ = ctx_.alloc(2 * sizeof(int64_t));
+  // Two int64 slots, the blocks' count, then each block's best value and index.
+  constexpr unsigned kMaxBlocks = 128;
+  constexpr size_t kCountAt = 2 * sizeof(int64_t), kValuesAt = kCountAt + sizeof(int64_t), kIndicesAt = kValuesAt + kMaxBlocks * sizeof(float);
+  if (!argmax_out_) {
+    const std::vector<uint8_t> zeros(kIndicesAt + kMaxBlocks * sizeof(int64_t), 0);
+    argmax_out_ = ctx_.alloc(zeros.size());
+    ctx_.upload(argmax_out_, zeros.data(), zeros.size());  // the count starts at 0; the last block resets it
+  }
   DevicePtr at = argmax_out_ + static_cast<DevicePtr>((slot & 1) * sizeof(int64_t));
+  DevicePtr values = argmax_out_ + kValuesAt, indices = argmax_out_ + kIndicesAt, count = argmax_out_ + kCountAt;
   long long n = row;
-  void* args[] = {&last, &n, &at, &token};
-  ctx_.launch(argmax_, 1, 1, 1, 1024, 0, args);
+  // About 4096 values a block (a 128256-entry vocabulary: 32 blocks).
+  const unsigned blocks = static_cast<unsigned>(std::clamp<long long>((n + 4095) / 4096, 1, kMaxBlocks));
+  void* args[] = {&last, &n, &at, &token, &values, &indices, &count};
+  ctx_.launch(argmax_, blocks, 1, 1, 1024, 0, args);
 }
 
 int64_t CudaExecutor::output_argmax(const std::string& name) {

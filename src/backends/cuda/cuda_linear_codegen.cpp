@@ -53,6 +53,53 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
   if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * CC << "];\n";
   if (scale) s << scaled_batches_prologue(a, scale);
+  // A staged norm: where the norm's rows are one batch of at most R rows (a decode) and fit
+  // shared memory, each block computes every row's sum of squares and x times the gain once,
+  // before its units; the k loop then reads x from shared memory and only multiplies. Inline,
+  // the norm and the gain cost about as many instructions per weight as the products, and a
+  // large GEMV (gate/up) was bound by issue, not memory. Units of any other shape take the
+  // inline path below, which stays in the kernel.
+  const std::optional<int64_t> kconst = a->shape[r - 1].as_const();
+  const bool staged = norm && kconst && *kconst > 0 && *kconst % per == 0 && R * *kconst * 4 <= kMaxStagedNormBytes;
+  const std::string KS = staged ? std::to_string(*kconst) : "0";
+  if (staged) {
+    const std::string go = gain ? c(norm->gain_offset) : "0";
+    s << "  __shared__ __align__(16) float lm_xn[" << R * *kconst << "];\n"
+      << "  __shared__ float lm_ssq[" << R << "], lm_red[" << kBlockThreads / 32 << "];\n"
+      << "  const bool lm_staged = lm_count / (lm_m * lm_n) == 1 && lm_m <= " << R << " && lm_kk == " << KS << " && ((" << c(a->offset) << " | "
+      << c(a->strides[r - 2]) << " | " << go << ") & 3) == 0;\n"
+      << "  if (lm_staged) {\n"
+      << "    const float* lm_X = (const float*)lm_in0 + " << c(a->offset) << ";\n";
+    if (gain)
+      s << "    const " << (gain_bf16 ? "uint16_t" : "float") << "* lm_G0 = (const " << (gain_bf16 ? "uint16_t" : "float") << "*)lm_gain + " << go
+        << ";\n";
+    s << "    for (int lm_i = 0; lm_i < lm_m; ++lm_i) {\n"
+      << "      float lm_q = 0.0f;\n"
+      << "      for (int lm_p = threadIdx.x * 4; lm_p < " << KS << "; lm_p += blockDim.x * 4) {\n"
+      << "        float4 lm_x = *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p);\n"
+      << "        lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
+      << "        lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n";
+    if (gain_bf16)
+      s << "        { const uint2 lm_gu = *(const uint2*)(lm_G0 + lm_p);\n"
+        << "          lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
+        << "          lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
+    else if (gain)
+      s << "        { const float4 lm_gv = *(const float4*)(lm_G0 + lm_p);\n"
+        << "          lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
+    s << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
+      << "      }\n"
+      << "      for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_q += __shfl_xor_sync(0xffffffffu, lm_q, lm_s);\n"
+      << "      if ((threadIdx.x & 31) == 0) lm_red[threadIdx.x >> 5] = lm_q;\n"
+      << "      __syncthreads();\n"
+      << "      if (threadIdx.x == 0) {\n"
+      << "        float lm_t = 0.0f;\n"
+      << "        for (int lm_w = 0; lm_w < (int)(blockDim.x >> 5); ++lm_w) lm_t += lm_red[lm_w];\n"
+      << "        lm_ssq[lm_i] = lm_t;\n"
+      << "      }\n"
+      << "      __syncthreads();\n"
+      << "    }\n"
+      << "  }\n";
+  }
   const std::string head = s.str();  // the listed rows' path (ScaledMatmul) goes here
   s.str("");
   // Whole blocks step through the units together, so the barriers below are reached by all.
@@ -99,7 +146,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
   // `rows` rows of A: each A value is loaded once for all the tile's columns.
   std::string arow = "lm_A + lm_i * lm_as";  // row lm_i of the unit's A
-  auto chunk = [&](int u, const std::string& at) {
+  auto chunk = [&](int u, const std::string& at, bool from_stage = false) {
+    const bool inline_norm = norm && !from_stage;
     std::ostringstream o;
     o << "          {\n            float lm_wv[" << C << "][" << per << "];\n";
     for (int k = 0; k < C; ++k) {
@@ -115,10 +163,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     }
     o << "            for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
       << "              if (lm_i >= lm_rows) break;\n"
-      << "              const float* lm_a = " << arow << " + " << at << ";\n"
+      << "              const float* lm_a = " << (from_stage ? "lm_xn + lm_i * " + KS : arow) << " + " << at << ";\n"
       << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
-      << "                " << (norm ? "" : "const ") << "float4 lm_x = *(const float4*)(lm_a + lm_e);\n";
-    if (norm) {  // the row's sum of x², then x times the gain
+      << "                " << (inline_norm ? "" : "const ") << "float4 lm_x = *(const float4*)(lm_a + lm_e);\n";
+    if (inline_norm) {  // the row's sum of x², then x times the gain
       o << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.x, lm_x.x, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
         << "] = __fmaf_rn(lm_x.y, lm_x.y, lm_acc[lm_i][" << C << "]);\n"
         << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.z, lm_x.z, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
@@ -154,14 +202,25 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // row lm_i).
   auto kloop = [&](const std::string& tail_a) {
     std::ostringstream o;
-    o << "        long long lm_p = lm_tid * " << per << ";\n"
-      << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
-    for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
-    for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step);
-    o << "        }\n"
-      << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
-      << loads(0, "lm_p") << chunk(0, "lm_p") << "        }\n"
-      << "        lm_p0 = lm_ke;\n      }\n"
+    auto vector_loop = [&](bool from_stage) {
+      o << "        long long lm_p = lm_tid * " << per << ";\n"
+        << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
+      for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
+      for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
+      o << "        }\n"
+        << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
+        << loads(0, "lm_p") << chunk(0, "lm_p", from_stage) << "        }\n";
+    };
+    if (staged && arow == "lm_A + lm_i * lm_as") {  // the plain rows' path: x may come from the stage
+      o << "        if (lm_staged) {\n";
+      vector_loop(true);
+      o << "        } else {\n";
+      vector_loop(false);
+      o << "        }\n";
+    } else {
+      vector_loop(false);
+    }
+    o << "        lm_p0 = lm_ke;\n      }\n"
       // Unaligned rows: one element per thread per step.
       << "      for (long long lm_p = lm_p0 + lm_tid; lm_p < lm_ke; lm_p += " << T << ") {\n";
     if (norm) {  // each row's x once: its square summed, then times the gain
@@ -188,7 +247,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     // norm kernel computes it, on each stored sum.
     auto normed = [&](const std::string& ss, const std::string& in) {
       if (!norm) return std::string();
-      const std::string f = "1.0f / sqrtf(" + ss + " * (1.0f / (float)lm_kk) + " + float_lit(norm->eps) + ")";
+      const std::string sum = staged ? "(lm_staged ? lm_ssq[lm_i] : " + ss + ")" : ss;
+      const std::string f = "1.0f / sqrtf(" + sum + " * (1.0f / (float)lm_kk) + " + float_lit(norm->eps) + ")";
       return in + "lm_v *= " + f + ";\n" + (gated ? in + "lm_u *= " + f + ";\n" : std::string());
     };
     auto store = [&](const std::string& in) {
