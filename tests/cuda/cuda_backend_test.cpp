@@ -187,7 +187,8 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     EXPECT_EQ(p.kernel, "RMSNormMul");
     readers_of_norm[n.inputs[0].src].push_back(id);
     const NodeKernels& normed = *k.per_node[id]->normed;
-    EXPECT_EQ(normed.alternatives.size(), k.per_node[id]->alternatives.size());
+    // Each schedule twice: the norm inline, then staged (a tiny model's rows fit at any R).
+    EXPECT_EQ(normed.alternatives.size(), 2 * k.per_node[id]->alternatives.size() + 1);
     EXPECT_TRUE(normed.launches[0].gain_in);
   }
   // Two norms a layer (q/k/v; gate/up). Not the final one: it reads the last row of h through a
@@ -199,7 +200,7 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     auto grouped = emit_grouped_linear(plan, readers, plan.dims(), k.functions);
     ASSERT_TRUE(grouped.has_value());
     ASSERT_TRUE(grouped->normed != nullptr);
-    EXPECT_EQ(grouped->normed->alternatives.size(), grouped->alternatives.size());
+    EXPECT_EQ(grouped->normed->alternatives.size(), 2 * grouped->alternatives.size() + 1);
     ++groups;
     // gate and up: their one reader, the gated product, is stored by the group's GEMV instead,
     // normed or not, on the schedules whose units take an even number of columns.
@@ -208,6 +209,7 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     EXPECT_EQ(plan.node(grouped->gated_node).kernel, "Fused");
     EXPECT_EQ(grouped->normed->gated_node, grouped->gated_node);
     EXPECT_EQ(grouped->gated->alternatives.size(), 4u);
+    EXPECT_EQ(grouped->normed->gated->alternatives.size(), 9u);
     EXPECT_TRUE(grouped->normed->gated->launches[0].gain_in);
     ++gated;
   }
@@ -1044,7 +1046,10 @@ TEST(CudaBackend, NormsFoldIntoTheGemvsThatReadThem) {
                                                  {"wq", testing::random_buffer(DType::BF16, {n, k1}, seed++)},
                                                  {"wk", testing::random_buffer(DType::BF16, {n + 8, k1}, seed++)},
                                                  {"wo", testing::random_buffer(DType::F32, {n, k2}, seed++)}};
-  for (int variant : {-1, 3, 9})
+  // From 12 on, the schedules with the norm staged in shared memory (12: four rows a unit, 20:
+  // one, so m = 3 takes its inline path); o's rows (70 f32) cannot be staged, and its forced
+  // index clamps to its last inline schedule.
+  for (int variant : {-1, 3, 9, 12, 20})
     for (int64_t m : {1, 3, 40}) {
       std::map<std::string, Buffer> inputs = weights;
       inputs["x1"] = testing::random_buffer(DType::F32, {m, k1}, seed++);
@@ -1103,7 +1108,8 @@ TEST(CudaBackend, GatedProductsFoldIntoTheirGroupsGemv) {
   uint32_t seed = 120;
   std::map<std::string, Buffer> weights = {{"gain", testing::random_buffer(DType::BF16, {k}, seed++)}};
   for (const auto& [name, t] : w) weights[name] = testing::random_buffer(DType::BF16, {half, k}, seed++);
-  for (int variant : {-1, 1, 3})
+  // 6 and 9: schedules with the norm staged (the five even-column schedules come first).
+  for (int variant : {-1, 1, 3, 6, 9})
     for (int64_t m : {1, 3, 40}) {
       std::map<std::string, Buffer> inputs = weights;
       inputs["x1"] = testing::random_buffer(DType::F32, {m, k}, seed++);

@@ -137,6 +137,7 @@ constexpr const char* kRowsToBf16 = "lm_rows_to_bf16";
 // never wins; -1 where all are NaN), also as an int at out32 unless null; one block of up to
 // 1024 threads.
 constexpr const char* kArgmaxF32 = "lm_argmax_f32";
+constexpr const char* kEvictRead = "lm_evict_read";
 
 // The helpers every generated module starts with.
 std::string cuda_prelude();

@@ -48,6 +48,10 @@ struct LinearVariant {
   int cols;
   int team;
   int rows = 4;
+  // With a norm: x times the gain and the rows' sums of squares staged in shared memory once
+  // per block (strided_linear_body), not computed in the k loop. Norm forms offer both: the
+  // stage's block-wide pass costs a small GEMV more than it saves, a large one less.
+  bool staged = false;
 };
 constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
                                              {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1}};

@@ -70,6 +70,10 @@ struct CudaOptions {
   // time they run, and the fastest kept. Also LUMINAL_CUDA_TUNE=0 turns it off (first variant);
   // LUMINAL_CUDA_TUNE_LOG=1 prints each choice and its timings to stderr.
   bool tune_variants = true;
+  // Each schedule timed in a chain of (a read of a scratch larger than L2, the schedule) with
+  // launches overlapped, as a step runs it; off: one launch after an L2 flush, timed alone.
+  // Also LUMINAL_CUDA_TUNE_CHAIN=0.
+  bool tune_in_chain = true;
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
@@ -400,6 +404,7 @@ class CudaExecutor {
   size_t functions_ = 0;
   void* rows_to_bf16_ = nullptr;
   void* argmax_ = nullptr;
+  void* evict_read_ = nullptr;  // lm_evict_read, for timing schedules cold
   DevicePtr argmax_out_ = 0;  // two int64 slots
   std::pair<DevicePtr, int64_t> last_row(const std::string& output) const;
   void launch_argmax(const std::string& output, int slot, DevicePtr token);

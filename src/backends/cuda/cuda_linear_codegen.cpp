@@ -60,7 +60,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // large GEMV (gate/up) was bound by issue, not memory. Units of any other shape take the
   // inline path below, which stays in the kernel.
   const std::optional<int64_t> kconst = a->shape[r - 1].as_const();
-  const bool staged = norm && kconst && *kconst > 0 && *kconst % per == 0 && R * *kconst * 4 <= kMaxStagedNormBytes;
+  const bool staged = v.staged && norm && kconst && *kconst > 0 && *kconst % per == 0 && R * *kconst * 4 <= kMaxStagedNormBytes;
+  if (v.staged && !staged) return std::nullopt;  // no stage possible: the inline schedule is the one
   const std::string KS = staged ? std::to_string(*kconst) : "0";
   if (staged) {
     const std::string go = gain ? c(norm->gain_offset) : "0";
