@@ -810,7 +810,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       if (!body) return std::nullopt;
       w.set_residual_param(residual);
       w.set_gain_param(norm != nullptr);
-      Launch l{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v)), Launch::Grid::Elements,
+      Launch l{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v, linear_prefetch_budget(g.node(n.inputs[0].src)))),
+               Launch::Grid::Elements,
                linear_threads(count, v)};
       w.set_residual_param(false);
       w.set_gain_param(false);
@@ -1079,7 +1080,8 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
         auto body = strided_linear_body(a, &cat, {DType::F32, w.in_dtype(1)}, count_decl, store, v, nullptr, norm, gated);
         if (!body && v.staged) continue;
         if (!body) return std::nullopt;
-        const std::string prefetch = linear_weight_prefetch(a, &cat, w.in_dtype(1), v, gated ? &gated->half : nullptr);
+        const std::string prefetch =
+            linear_weight_prefetch(a, &cat, w.in_dtype(1), v, linear_prefetch_budget(g.node(first.inputs[0].src)), gated ? &gated->half : nullptr);
         Launch l{w.finish(*body, functions, prefetch), Launch::Grid::Elements, linear_threads(count, v)};
         l.gain_in = norm != nullptr;
         (k.launches.empty() ? k.launches : k.alternatives).push_back(l);

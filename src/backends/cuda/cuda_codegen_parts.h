@@ -160,11 +160,19 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
 Expr scaled_mma_threads(const std::vector<Expr>& a_shape, const Expr& n, const ScaledMmaTile& tile);  // its launch's threads
 int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                                                // and dynamic shared memory
 // Code for before the kernel's wait on the one before it (griddepcontrol.wait): the weight rows
-// the kernel reads first, up to a budget of bytes (LUMINAL_CUDA_PREFETCH_MB, default 8), start
-// streaming into L2 while the kernels before it finish. Weights are never written by kernels,
-// so reading them early is safe. Empty for batched products.
-// `half`: a gated group's (GatedEpilogue), whose units read gate's rows and up's.
-std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, const Expr* half = nullptr);
+// the kernel reads first, up to a budget of bytes, start streaming into L2 while the kernels
+// before it finish. Weights are never written by kernels, so reading them early is safe. Empty
+// for batched products and a zero budget. `half`: a gated group's (GatedEpilogue), whose units
+// read gate's rows and up's.
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, long long budget_bytes,
+                                   const Expr* half = nullptr);
+// The prefetch budget of a linear layer whose activations come from `producer`. After attention
+// (latency-bound: memory idles while it runs) the whole weight, up to 40 MB
+// (LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB); after anything else, which in a decode is another
+// linear layer streaming its own weight, none (LUMINAL_CUDA_PREFETCH_MB): there the early lines
+// only compete with that stream (a Llama-3-8B step took 4.54 ms with 16 MB, 4.46 with 8, 4.44
+// with none on the H200).
+long long linear_prefetch_budget(const Node& producer);
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per
 // (row, slice) into a scratch of rows * slices * (dv + 2) floats; `combine` merges the slices

@@ -296,20 +296,21 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   return head + scaled_rows_path(a, b, scale, v, bf16, kloop("lm_ar[lm_i][lm_p]"), stores("lm_rl[lm_g0 + lm_i]"), out_store) + s.str();
 }
 
-// How many bytes of a linear layer's weight the prefetch covers (LUMINAL_CUDA_PREFETCH_MB, for
-// measuring): a seventh of H200's 60 MB L2, so lines fetched early are still there when the
-// kernel reaches them and the activations and KV cache keep their place.
-static long long prefetch_budget_bytes() {
-  static const long long bytes = [] {
-    const char* mb = std::getenv("LUMINAL_CUDA_PREFETCH_MB");
-    return (mb ? std::max(0LL, std::atoll(mb)) : 8LL) << 20;
-  }();
-  return bytes;
+static long long env_megabytes(const char* name, long long fallback) {
+  const char* mb = std::getenv(name);
+  return (mb ? std::max(0LL, std::atoll(mb)) : fallback) << 20;
 }
 
-std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, const Expr* half) {
+long long linear_prefetch_budget(const Node& producer) {
+  static const long long after_attention = env_megabytes("LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB", 40);
+  static const long long otherwise = env_megabytes("LUMINAL_CUDA_PREFETCH_MB", 0);
+  return producer.kernel == "Attention" ? after_attention : otherwise;
+}
+
+std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, long long budget_bytes,
+                                   const Expr* half) {
   const size_t r = a ? a->shape.size() : 0;
-  if (!a || !b || r < 2 || b->shape.size() != r) return "";
+  if (!a || !b || r < 2 || b->shape.size() != r || budget_bytes <= 0) return "";
   for (size_t d = 0; d + 2 < r; ++d)
     if (!a->shape[d].is_const(1)) return "";
   const size_t bytes = dtype_size(w_dtype);
@@ -322,7 +323,7 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
   s << "  {\n    const long long lm_pn = " << (half ? c(*half) : c(b->shape[r - 1])) << ", lm_pk = " << c(a->shape[r - 1]) << " * " << bytes
     << ", lm_pt = (lm_pn + " << cw - 1 << ") / " << cw << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows
     << " * lm_pt;\n"
-    << "    const long long lm_plim = " << prefetch_budget_bytes() << "LL / (lm_pk * " << v.cols << " + 1) + 1;\n"
+    << "    const long long lm_plim = " << budget_bytes << "LL / (lm_pk * " << v.cols << " + 1) + 1;\n"
     << "    const long long lm_pstep = (long long)gridDim.x * (blockDim.x / " << v.team << ");\n"
     << "    for (long long lm_w = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team
     << "; lm_w < lm_pu && lm_w < lm_plim; lm_w += lm_pstep) {\n"
