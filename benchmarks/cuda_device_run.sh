@@ -17,7 +17,8 @@
 # ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
 # names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench). SKIP_HF=1
-# leaves out transformers eager (SKIP_TESTS=1 the tests). TIMELINE=N: each luminal benchmark also
+# leaves out transformers eager (SKIP_TESTS=1 the tests). AB_ARCHS: the ARCHS entries the AB_ENV
+# runs are for (default all). TIMELINE=N: each luminal benchmark also
 # records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
 set -uo pipefail
 BIN=${BIN:-build-dev}
@@ -93,7 +94,7 @@ if [ -n "${BF16:-}" ]; then
     --new-tokens "${NEW:-16}" --iters ${ITERS:-5} --context "${CONTEXT:-512}" ${PROFILE:+--profile} > "$OUT/bench_bf16_$ARCH.txt" 2>&1
   grep -v "^luminal cuda:" "$OUT/bench_bf16_$ARCH.txt" | tail -n 40
 fi
-if [ -n "${AB_ENV:-}" ]; then
+if [ -n "${AB_ENV:-}" ] && { [ -z "${AB_ARCHS:-}" ] || [[ " $AB_ARCHS " == *" $SPEC "* ]]; }; then
   # The same benchmark with environment overrides (e.g. AB_ENV="LUMINAL_CUDA_WORDS=0"), for an
   # A/B in one call; several sets separated by ';' run in turn (LUMINAL_BIN=path in a set runs
   # that binary instead). With BF16, in both activation
@@ -179,4 +180,7 @@ print(f"torch.compile: ttft {ttft:.2f} ms, tpot {(total - ttft) / (new - 1):.2f}
 EOF
   ) 2> "$OUT/torch_compile_$ARCH.err" || tail -n 5 "$OUT/torch_compile_$ARCH.err"
 fi
+# DROP_MODELS=1: each model is deleted after its runs (/dev/shm holds the 61 GB MoE only once
+# the smaller models are gone, and the process loading it needs the rest of the memory).
+if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH"; fi
 done
