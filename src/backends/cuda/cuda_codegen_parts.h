@@ -166,12 +166,13 @@ int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                         
 // read gate's rows and up's.
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, long long budget_bytes,
                                    const Expr* half = nullptr);
-// The prefetch budget of a linear layer whose activations come from `producer`. After attention
-// (latency-bound: memory idles while it runs) the whole weight, up to 40 MB
-// (LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB); after anything else, which in a decode is another
-// linear layer streaming its own weight, none (LUMINAL_CUDA_PREFETCH_MB): there the early lines
-// only compete with that stream (a Llama-3-8B step took 4.54 ms with 16 MB, 4.46 with 8, 4.44
-// with none on the H200).
+// The prefetch budget of a linear layer whose activations come from `producer`: by default none.
+// After another linear layer (most of a decode) the early lines only compete with that layer's
+// own stream: on the H200 a Llama-3-8B step took 4.54 ms with 16 MB, 4.46 with 8 (the old
+// default), 4.44 with none (session 27, one call). After attention, which leaves memory idle,
+// the o projection's whole weight (33.5 MB) gained nothing either: 4.335 ms a step against
+// 4.311 without (the same call, f32 and bf16 activations), the 8-layer MoE 0.685 against 0.681.
+// LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB and LUMINAL_CUDA_PREFETCH_MB set the two budgets.
 long long linear_prefetch_budget(const Node& producer);
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per

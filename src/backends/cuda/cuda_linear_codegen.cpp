@@ -302,7 +302,7 @@ static long long env_megabytes(const char* name, long long fallback) {
 }
 
 long long linear_prefetch_budget(const Node& producer) {
-  static const long long after_attention = env_megabytes("LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB", 40);
+  static const long long after_attention = env_megabytes("LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB", 0);
   static const long long otherwise = env_megabytes("LUMINAL_CUDA_PREFETCH_MB", 0);
   return producer.kernel == "Attention" ? after_attention : otherwise;
 }
