@@ -954,7 +954,9 @@ TEST(CudaBackend, NormAndGatedProductStoreTheWordsTheirLinearLayersRead) {
         for (size_t i = 0; i < got.numel(); ++i) {
           ASSERT_EQ(got.get(i), without.get(i)) << out << " element " << i << " m=" << m << " bf16=" << bf16;
           // Bit for bit where nothing narrowed (decode, f32-faithful, or z, which no group feeds).
-          if (narrowed[2] == 0 || out == std::string("z")) ASSERT_EQ(narrow.get(i), got.get(i)) << out << " element " << i;
+          if (narrowed[2] == 0 || out == std::string("z")) {
+            ASSERT_EQ(narrow.get(i), got.get(i)) << out << " element " << i;
+          }
           worst = std::max(worst, std::abs(got.get(i) - want.get(i)));
           worst_narrow = std::max(worst_narrow, std::abs(narrow.get(i) - want.get(i)));
           largest = std::max(largest, std::abs(want.get(i)));
@@ -1188,7 +1190,9 @@ TEST(CudaBackend, MergedHeadsOfOneRowSkipTheScratchCopy) {
     // record); at s = 1 each skips the copy, so makes one launch fewer.
     const CudaExecutor::GraphStats& after = skipping.graph_stats();
     const int64_t looped = (after.launched - before.launched) + (after.recorded - before.recorded);
-    if (seed == 71) EXPECT_EQ(looped, 2);  // the first s = 1
+    if (seed == 71) {
+      EXPECT_EQ(looped, 2);  // the first s = 1
+    }
     const int64_t fewer = sv == 1 ? looped : 0;
     EXPECT_EQ(skipping.scratch_copies_skipped() - skipped, fewer) << "s=" << sv;
     EXPECT_EQ((copying.launches() - launched_copying) - (skipping.launches() - launched), fewer) << "s=" << sv;

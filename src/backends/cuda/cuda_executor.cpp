@@ -1319,6 +1319,11 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   // 384-block one). Where the device has no room for the scratch, the schedules are timed
   // without it (tuning must not fail a run).
   L2Flush flush(ctx_);
+  // A chain pays off where ramp and tail are a real part of the time (a decode's GEMVs, tens of
+  // microseconds); a prefill's schedules take milliseconds, and there it only triples the
+  // tuning time: whether to chain is decided by the first schedule's lone time.
+  bool chain = options_.tune_in_chain, decided = false;
+  constexpr double kChainBelowMs = 0.25;
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
     const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
     void* f = v == 0 ? first : alternatives[v - 1];
@@ -1327,9 +1332,16 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
       continue;
     }
     launch(l, k, f, out, in);
+    if (chain && !decided) {
+      decided = true;
+      flush.evict();
+      timer.start();
+      launch(l, k, f, out, in);
+      if (timer.stop_ms() > kChainBelowMs) chain = false, line += " (alone)";
+    }
     std::vector<double> ms;
     for (int t = 0; t < 7; ++t) {  // schedules differ by a few us: seven samples, the median
-      if (!options_.tune_in_chain) {
+      if (!chain) {
         flush.evict();
         timer.start();
         launch(l, k, f, out, in);

@@ -71,8 +71,9 @@ struct CudaOptions {
   // LUMINAL_CUDA_TUNE_LOG=1 prints each choice and its timings to stderr.
   bool tune_variants = true;
   // Each schedule timed in a chain of (a read of a scratch larger than L2, the schedule) with
-  // launches overlapped, as a step runs it; off: one launch after an L2 flush, timed alone.
-  // Also LUMINAL_CUDA_TUNE_CHAIN=0.
+  // launches overlapped, as a step runs it, where the first schedule alone takes under 0.25 ms
+  // (longer ones, a prefill's, are timed alone anyway); off: one launch after an L2 flush, timed
+  // alone. Also LUMINAL_CUDA_TUNE_CHAIN=0.
   bool tune_in_chain = true;
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
