@@ -59,6 +59,22 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // the norm and the gain cost about as many instructions per weight as the products, and a
   // large GEMV (gate/up) was bound by issue, not memory. Units of any other shape take the
   // inline path below, which stays in the kernel.
+  // The norm's two steps on a float4 lm_x of x, for the stage and the inline path alike: its
+  // squares summed into `acc`, then each value times the gain `g` at `at` (f32 or bf16 words).
+  auto squares_into = [](const std::string& acc, const std::string& in) {
+    return in + acc + " = __fmaf_rn(lm_x.x, lm_x.x, " + acc + "); " + acc + " = __fmaf_rn(lm_x.y, lm_x.y, " + acc + ");\n" + in + acc +
+           " = __fmaf_rn(lm_x.z, lm_x.z, " + acc + "); " + acc + " = __fmaf_rn(lm_x.w, lm_x.w, " + acc + ");\n";
+  };
+  auto times_gain = [&](const std::string& g, const std::string& at, const std::string& in) -> std::string {
+    if (gain_bf16)
+      return in + "{ const uint2 lm_gu = *(const uint2*)(" + g + " + " + at + ");\n" + in +
+             "  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n" + in +
+             "  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
+    if (gain)
+      return in + "{ const float4 lm_gv = *(const float4*)(" + g + " + " + at + ");\n" + in +
+             "  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
+    return "";
+  };
   const std::optional<int64_t> kconst = a->shape[r - 1].as_const();
   const bool staged = v.staged && norm && kconst && *kconst > 0 && *kconst % per == 0 && R * *kconst * 4 <= kMaxStagedNormBytes;
   if (v.staged && !staged) return std::nullopt;  // no stage possible: the inline schedule is the one
@@ -78,16 +94,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "      float lm_q = 0.0f;\n"
       << "      for (int lm_p = threadIdx.x * 4; lm_p < " << KS << "; lm_p += blockDim.x * 4) {\n"
       << "        float4 lm_x = *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p);\n"
-      << "        lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
-      << "        lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n";
-    if (gain_bf16)
-      s << "        { const uint2 lm_gu = *(const uint2*)(lm_G0 + lm_p);\n"
-        << "          lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
-        << "          lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
-    else if (gain)
-      s << "        { const float4 lm_gv = *(const float4*)(lm_G0 + lm_p);\n"
-        << "          lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
-    s << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
+      << squares_into("lm_q", "        ") << times_gain("lm_G0", "lm_p", "        ")
+      << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
       << "      }\n"
       << "      for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_q += __shfl_xor_sync(0xffffffffu, lm_q, lm_s);\n"
       << "      if ((threadIdx.x & 31) == 0) lm_red[threadIdx.x >> 5] = lm_q;\n"
@@ -167,19 +175,9 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "              const float* lm_a = " << (from_stage ? "lm_xn + lm_i * " + KS : arow) << " + " << at << ";\n"
       << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
       << "                " << (inline_norm ? "" : "const ") << "float4 lm_x = *(const float4*)(lm_a + lm_e);\n";
-    if (inline_norm) {  // the row's sum of x², then x times the gain
-      o << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.x, lm_x.x, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
-        << "] = __fmaf_rn(lm_x.y, lm_x.y, lm_acc[lm_i][" << C << "]);\n"
-        << "                lm_acc[lm_i][" << C << "] = __fmaf_rn(lm_x.z, lm_x.z, lm_acc[lm_i][" << C << "]); lm_acc[lm_i][" << C
-        << "] = __fmaf_rn(lm_x.w, lm_x.w, lm_acc[lm_i][" << C << "]);\n";
-      if (gain_bf16)
-        o << "                { const uint2 lm_gu = *(const uint2*)(lm_G + " << at << " + lm_e);\n"
-          << "                  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
-          << "                  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
-      else if (gain)
-        o << "                { const float4 lm_gv = *(const float4*)(lm_G + " << at << " + lm_e);\n"
-          << "                  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
-    }
+    if (inline_norm)  // the row's sum of x², then x times the gain
+      o << squares_into("lm_acc[lm_i][" + std::to_string(C) + "]", "                ")
+        << times_gain("lm_G", at + " + lm_e", "                ");
     o << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_e], lm_acc[lm_i][lm_k]);\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.y, lm_wv[lm_k][lm_e + 1], lm_acc[lm_i][lm_k]);\n"
