@@ -166,9 +166,8 @@ ARCHS = {
 }
 
 
-def build_hf(arch, out, std, seed, init_device="cpu", layers=None):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+def make_config(arch, std, layers=None):
+    from transformers import AutoConfig
 
     spec = ARCHS[arch]
     cfg_kwargs = dict(spec["config"])
@@ -177,7 +176,15 @@ def build_hf(arch, out, std, seed, init_device="cpu", layers=None):
         cfg_kwargs["num_hidden_layers"] = layers
         if "max_window_layers" in cfg_kwargs:
             cfg_kwargs["max_window_layers"] = layers
-    config = AutoConfig.for_model(spec["model_type"], **cfg_kwargs)
+    return AutoConfig.for_model(spec["model_type"], **cfg_kwargs)
+
+
+def build_hf(arch, out, std, seed, init_device="cpu", layers=None):
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    spec = ARCHS[arch]
+    config = make_config(arch, std, layers)
     torch.manual_seed(seed)
     t0 = time.time()
     # transformers' own init: normal(0, initializer_range) for linears and embeddings, ones for
@@ -278,10 +285,16 @@ def main():
                     help="where the llama-cpp-python sdist is downloaded and extracted")
     ap.add_argument("--layers", type=int, help="fewer layers than the architecture has (a smaller model of the same shape)")
     ap.add_argument("--skip-hf-if-present", action="store_true", help="reuse OUT's safetensors if they exist")
+    ap.add_argument("--config-only", action="store_true",
+                    help="write OUT/config.json alone (no weights): for tools that need only the shapes")
     a = ap.parse_args()
 
     out = Path(a.out)
     spec = ARCHS[a.arch]
+    if a.config_only:
+        make_config(a.arch, a.std, a.layers).save_pretrained(out)
+        print(f"config: {out / 'config.json'}")
+        return
     if a.skip_hf_if_present and (out / "config.json").exists() and glob.glob(str(out / "*.safetensors")):
         print(f"reusing {out}")
     else:

@@ -1,0 +1,89 @@
+// The CUDA kernels of a model's decode plan, for reading without a GPU: the module's source, the
+// cubin NVRTC makes of it (where NVRTC loads), and a listing of each GEMV form's schedules by
+// function name, including the linear groups' norm and gated forms, which the executor builds.
+// Disassemble with cuobjdump (Triton's wheel carries one):
+//   python3 scripts/make_random_model.py --arch llama-3-8b --out /tmp/cfg8b --config-only --layers 1
+//   build/benchmarks/cuda_dump_kernels /tmp/cfg8b/config.json /tmp/k8b
+//   cuobjdump -sass -fun lm_Matmul_<hash> /tmp/k8b/kernels.cubin
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/nvrtc.h"
+#include "compiler/compile.h"
+#include "core/error.h"
+#include "models/decoder_graph.h"
+#include "models/model_config.h"
+
+using namespace luminal;
+using namespace luminal::cuda;
+
+namespace {
+
+void list_form(std::ostream& out, const std::string& label, const NodeKernels* k) {
+  if (!k || k->launches.empty()) return;
+  out << label << ": " << k->launches.back().function;
+  for (const Launch& l : k->alternatives) out << " " << l.function;
+  out << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: cuda_dump_kernels CONFIG.json OUT_DIR\n";
+    return 2;
+  }
+  try {
+    std::ifstream in(argv[1]);
+    if (!in) throw Error(std::string("cannot read ") + argv[1] + " (a Hugging Face config.json)");
+    std::stringstream text;
+    text << in.rdbuf();
+    const ModelConfig cfg = ModelConfig::from_json_text(text.str(), argv[1]);
+    Graph g;
+    DecoderGraphOptions o;
+    o.context = 64;
+    build_decoder(g, cfg, o);
+    const Graph plan = compile(g, CompileOptions{}).plan;
+    PlanKernels k = generate_plan_kernels(plan);
+    const std::filesystem::path dir(argv[2]);
+    std::filesystem::create_directories(dir);
+    std::ofstream list(dir / "schedules.txt");
+    // Each GEMV node's forms, then the groups of linear layers reading one norm (q/k/v, gate/up).
+    std::map<NodeId, std::vector<NodeId>> readers;
+    for (NodeId id = 0; id < plan.size(); ++id) {
+      if (!k.per_node[id] || k.per_node[id]->alternatives.empty()) continue;
+      const std::string label = plan.node(id).kernel + " node " + std::to_string(id);
+      list_form(list, label, &*k.per_node[id]);
+      list_form(list, label + " normed", k.per_node[id]->normed.get());
+      if (k.per_node[id]->normed) readers[plan.node(id).inputs[0].src].push_back(id);
+    }
+    for (const auto& [norm, members] : readers) {
+      if (members.size() < 2) continue;
+      auto grouped = emit_grouped_linear(plan, members, plan.dims(), k.functions);
+      if (!grouped) continue;
+      const std::string label = "group of " + std::to_string(members.size()) + " after node " + std::to_string(norm);
+      list_form(list, label, &*grouped);
+      list_form(list, label + " gated", grouped->gated.get());
+      list_form(list, label + " normed", grouped->normed.get());
+      if (grouped->normed) list_form(list, label + " normed gated", grouped->normed->gated.get());
+    }
+    std::ofstream(dir / "kernels.cu") << k.source();
+    std::cout << k.functions.texts.size() << " functions: " << (dir / "kernels.cu").string() << ", " << (dir / "schedules.txt").string() << "\n";
+    if (const std::string why = nvrtc_unavailable_reason(); !why.empty()) {
+      std::cout << "no cubin: " << why << "\n";
+      return 0;
+    }
+    const CompiledKernels c = nvrtc_compile(k.source(), "sm_90", "");
+    std::ofstream(dir / "kernels.cubin", std::ios::binary) << c.cubin;
+    std::cout << "sm_90 cubin: " << (dir / "kernels.cubin").string() << " (" << c.compile_ms / 1000 << " s)\n";
+  } catch (const std::exception& e) {
+    std::cerr << "cuda_dump_kernels: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
