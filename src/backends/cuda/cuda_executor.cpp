@@ -1332,20 +1332,20 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
       continue;
     }
     launch(l, k, f, out, in);
-    if (chain && !decided) {
-      decided = true;
+    auto alone_ms = [&] {
       flush.evict();
       timer.start();
       launch(l, k, f, out, in);
-      if (timer.stop_ms() > kChainBelowMs) chain = false, line += " (alone)";
+      return timer.stop_ms();
+    };
+    if (chain && !decided) {
+      decided = true;
+      if (alone_ms() > kChainBelowMs) chain = false, line += " (alone)";
     }
     std::vector<double> ms;
     for (int t = 0; t < 7; ++t) {  // schedules differ by a few us: seven samples, the median
       if (!chain) {
-        flush.evict();
-        timer.start();
-        launch(l, k, f, out, in);
-        ms.push_back(timer.stop_ms());
+        ms.push_back(alone_ms());
         continue;
       }
       timer.start();

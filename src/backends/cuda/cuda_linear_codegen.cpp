@@ -82,7 +82,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   if (staged) {
     const std::string go = gain ? c(norm->gain_offset) : "0";
     s << "  __shared__ __align__(16) float lm_xn[" << R * *kconst << "];\n"
-      << "  __shared__ float lm_ssq[" << R << "], lm_red[" << kBlockThreads / 32 << "];\n"
+      << "  __shared__ float lm_ssq[" << R << "];\n"
       << "  const bool lm_staged = lm_count / (lm_m * lm_n) == 1 && lm_m <= " << R << " && lm_kk == " << KS << " && ((" << c(a->offset) << " | "
       << c(a->strides[r - 2]) << " | " << go << ") & 3) == 0;\n"
       << "  if (lm_staged) {\n"
@@ -97,16 +97,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << squares_into("lm_q", "        ") << times_gain("lm_G0", "lm_p", "        ")
       << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
       << "      }\n"
-      << "      for (int lm_s = 16; lm_s > 0; lm_s >>= 1) lm_q += __shfl_xor_sync(0xffffffffu, lm_q, lm_s);\n"
-      << "      if ((threadIdx.x & 31) == 0) lm_red[threadIdx.x >> 5] = lm_q;\n"
-      << "      __syncthreads();\n"
-      << "      if (threadIdx.x == 0) {\n"
-      << "        float lm_t = 0.0f;\n"
-      << "        for (int lm_w = 0; lm_w < (int)(blockDim.x >> 5); ++lm_w) lm_t += lm_red[lm_w];\n"
-      << "        lm_ssq[lm_i] = lm_t;\n"
-      << "      }\n"
-      << "      __syncthreads();\n"
+      << "      lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
+      << "      if (threadIdx.x == 0) lm_ssq[lm_i] = lm_q;\n"
       << "    }\n"
+      << "    __syncthreads();  // the stage and the sums, for every thread's units\n"
       << "  }\n";
   }
   const std::string head = s.str();  // the listed rows' path (ScaledMatmul) goes here
