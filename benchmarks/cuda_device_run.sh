@@ -17,7 +17,7 @@
 # ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
 # names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench). SKIP_HF=1
-# leaves out transformers eager (SKIP_TESTS=1 the tests). AB_ARCHS: the ARCHS entries the AB_ENV
+# leaves out transformers eager (SKIP_TESTS=1 the tests, SKIP_FIXTURES=1 the fixture models). AB_ARCHS: the ARCHS entries the AB_ENV
 # runs are for (default all). TIMELINE=N: each luminal benchmark also
 # records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
 set -uo pipefail
@@ -65,9 +65,11 @@ echo "== test_cuda [${SECONDS}s]"
 "$BIN/tests/test_cuda" --gtest_filter="${TEST_FILTER:-CudaBackend.*}" > "$OUT/test_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected|element" "$OUT/test_cuda.txt" | head -n 40
 
+if [ -z "${SKIP_FIXTURES:-}" ]; then  # about 300 s on the H200: SKIP_FIXTURES=1 leaves them out
 echo "== fixture models on cuda [${SECONDS}s]"
 "$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
+fi
 
 if [ -n "${OVERLAP:-}" ]; then
   echo "== fixture models on cuda, launches not overlapped (LUMINAL_CUDA_OVERLAP=0) [${SECONDS}s]"
