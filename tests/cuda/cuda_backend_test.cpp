@@ -681,7 +681,7 @@ TEST(CudaBackend, StreamedGemvsMatchTheReference) {
     for (const auto& [name, b] : inputs) ref.set_input(name, b);
     ref.run();
     for (int v = 0; v < static_cast<int>(kStreamed); ++v) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v});
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v, .streamed_gemv = true});
       for (const auto& [name, b] : inputs) cuda.set_input(name, b);
       for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
         cuda.run();
@@ -744,7 +744,7 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
     // The streamed schedules (bulk copies of the listed experts' rows; none for k = 21, whose
     // rows are not 16-byte aligned: the first schedule runs).
     for (int v = 0; v < static_cast<int>(kStreamed); ++v) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v, .expert_sum_in_gemv = false});
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v, .streamed_gemv = true, .expert_sum_in_gemv = false});
       for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{300}}) {
         auto in = c.inputs(s);
         for (auto& [name, buf] : in) cuda.set_input(name, buf);
@@ -893,7 +893,7 @@ TEST(CudaBackend, ExpertSumsComputeTheirProducts) {
     for (int v = 0; v < registers + static_cast<int>(kStreamed); ++v) {
       CudaExecutor cuda(plan, "",
                         v < registers ? CudaOptions{.tensor_cores = false, .force_variant = v}
-                                      : CudaOptions{.tensor_cores = false, .force_streamed = v - registers});
+                                      : CudaOptions{.tensor_cores = false, .force_streamed = v - registers, .streamed_gemv = true});
       int64_t want_summed = 0;
       for (int64_t s : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{40}}) {
         auto in = c.inputs(s);
