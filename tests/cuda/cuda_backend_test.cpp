@@ -700,6 +700,14 @@ TEST(CudaBackend, StreamedGemvsMatchTheReference) {
   }
 }
 
+// An MoE case's output against its expected values (to 1e-5 relative, plus 1e-5).
+void expect_moe_output(const moetest::MoeExperts& c, const std::map<std::string, Buffer>& in, int64_t s, const Buffer& got,
+                       const std::string& what) {
+  const std::vector<double> want = c.expected(in, s);
+  ASSERT_EQ(got.numel(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i]))) << what << " out[" << i << "]";
+}
+
 // An MoE's expert products (tests/egraph/moe_experts_case.h): the experts no token chose hold
 // NaN weights, so every GEMV schedule (the executor may keep any) must skip rows scaled by zero
 // without reading them, and scale the others: decode (one token), a few tokens, and prefills
@@ -750,12 +758,9 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
         for (auto& [name, buf] : in) cuda.set_input(name, buf);
         for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
           cuda.run();
-          std::vector<double> want = c.expected(in, s);
-          Buffer got = cuda.output("out");
-          ASSERT_EQ(got.numel(), want.size());
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
-                << "streamed " << v << " " << dtype_name(wt) << " k=" << k << " s=" << s << " run " << run << " out[" << i << "]";
+          ASSERT_NO_FATAL_FAILURE(expect_moe_output(c, in, s, cuda.output("out"),
+                                                    "streamed " + std::to_string(v) + " " + dtype_name(wt) + " k=" + std::to_string(k) +
+                                                        " s=" + std::to_string(s) + " run " + std::to_string(run)));
         }
       }
     }
@@ -901,12 +906,9 @@ TEST(CudaBackend, ExpertSumsComputeTheirProducts) {
         for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
           cuda.run();
           if (s <= 8 && run < 2) ++want_summed;
-          std::vector<double> want = c.expected(in, s);
-          Buffer got = cuda.output("out");
-          ASSERT_EQ(got.numel(), want.size());
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
-                << "variant " << v << " " << dtype_name(wt) << " k=" << k << " s=" << s << " run " << run << " out[" << i << "]";
+          ASSERT_NO_FATAL_FAILURE(expect_moe_output(c, in, s, cuda.output("out"),
+                                                    "variant " + std::to_string(v) + " " + dtype_name(wt) + " k=" + std::to_string(k) +
+                                                        " s=" + std::to_string(s) + " run " + std::to_string(run)));
         }
       }
       EXPECT_EQ(cuda.experts_summed(), want_summed) << "variant " << v;

@@ -294,6 +294,17 @@ std::optional<NodeId> expert_product_of(const Graph& g, NodeId f_id) {
   return s;
 }
 
+// A streamed schedule's launch (cuda_streamed_linear_codegen.cpp): its function, with the first
+// stages' copies before the wait, a block's worth of threads per tile, its shared memory, and
+// offered on sm_90 only. The caller sets the writer's parameters (residual, gain) around it.
+Launch streamed_launch(const KernelWriter& w, const StreamedLinear& sl, const StreamedVariant& v, FunctionSet& functions) {
+  Launch l{w.finish(sl.body, functions, sl.before_wait), Launch::Grid::Elements, sl.tiles * Expr(kBlockThreads),
+           Expr(static_cast<int64_t>(sl.shared_bytes))};
+  l.blocks_per_sm = v.blocks_per_sm;
+  l.bulk_copies = true;
+  return l;
+}
+
 // The expert sum of reduction `id` over ScaledMatmul `product` (NodeKernels::expert_sum): the
 // product's operands as named parameters after the reduction's inputs, the epilogue (if any)
 // at each store.
@@ -324,13 +335,7 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
     (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
   }
   for (const StreamedVariant& v : kStreamedVariants)  // then the streamed ones (bulk copies, sm_90)
-    if (auto sl = streamed_expert_sum(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v)) {
-      Launch l{w.finish(sl->body, functions, sl->before_wait), Launch::Grid::Elements, sl->tiles * Expr(kBlockThreads),
-               Expr(static_cast<int64_t>(sl->shared_bytes))};
-      l.blocks_per_sm = v.blocks_per_sm;
-      l.bulk_copies = true;
-      k.alternatives.push_back(l);
-    }
+    if (auto sl = streamed_expert_sum(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v)) k.alternatives.push_back(streamed_launch(w, *sl, v, functions));
   r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
   r.expert_product = product;
 }
@@ -879,13 +884,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         if (!sl) continue;
         w.set_residual_param(residual);
         w.set_gain_param(norm != nullptr);
-        Launch l{w.finish(sl->body, functions, sl->before_wait), Launch::Grid::Elements, sl->tiles * Expr(kBlockThreads), Expr(static_cast<int64_t>(sl->shared_bytes))};
+        Launch l = streamed_launch(w, *sl, v, functions);
         w.set_residual_param(false);
         w.set_gain_param(false);
         l.residual_in = residual;
         l.gain_in = norm != nullptr;
-        l.blocks_per_sm = v.blocks_per_sm;
-        l.bulk_copies = true;
         into.push_back(l);
       }
     };
@@ -987,13 +990,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           r.alternatives.push_back(l);
         }
       for (const StreamedVariant& v : kStreamedVariants)  // then the streamed ones (bulk copies, sm_90)
-        if (auto sl = streamed_scaled(la, lb, ls, dts, store_v, v)) {
-          Launch l{w.finish(sl->body, functions, sl->before_wait), Launch::Grid::Elements, sl->tiles * Expr(kBlockThreads),
-                   Expr(static_cast<int64_t>(sl->shared_bytes))};
-          l.blocks_per_sm = v.blocks_per_sm;
-          l.bulk_copies = true;
-          r.alternatives.push_back(l);
-        }
+        if (auto sl = streamed_scaled(la, lb, ls, dts, store_v, v)) r.alternatives.push_back(streamed_launch(w, *sl, v, functions));
       return r;
     }
     // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.
@@ -1171,10 +1168,8 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
     for (const StreamedVariant& v : kStreamedVariants) {
       auto sl = streamed_linear(a, &cat, {DType::F32, w.in_dtype(1)}, store, v, norm, gated);
       if (!sl) continue;
-      Launch l{w.finish(sl->body, functions, sl->before_wait), Launch::Grid::Elements, sl->tiles * Expr(kBlockThreads), Expr(static_cast<int64_t>(sl->shared_bytes))};
+      Launch l = streamed_launch(w, *sl, v, functions);
       l.gain_in = norm != nullptr;
-      l.blocks_per_sm = v.blocks_per_sm;
-      l.bulk_copies = true;
       k.alternatives.push_back(l);
     }
     w.set_gain_param(false);

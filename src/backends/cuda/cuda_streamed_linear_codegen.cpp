@@ -33,9 +33,10 @@ struct StreamedParts {
   std::string listing;     // after the wait, every thread: what decides the chunks (the chosen experts)
   std::string chunks;      // chunks a tile
   std::string row_at;      // the body of a lambda (lm_t, lm_q, lm_c) -> element offset of the chunk in lm_B, or -1
-  std::string chunk_len;   // elements in chunk lm_c
+  std::string chunk_k0;    // where chunk lm_c starts in its row of lm_kk values (it runs to the next or the row's end)
   std::string group_stage; // every thread, at a group's first item (the staged activations)
-  std::string item;        // every thread, before an item's products (declares lm_xp(lm_r): its x at the chunk's start)
+  std::string item;        // every thread, before an item's products (declares lm_xp(lm_r): its x at the chunk's start;
+                           // lm_row_in(lm_r) is row lm_r's index, or 0 past the last row)
   std::string item_end;    // per (lm_p, lm_r) after the products, into lm_acc from lm_tmp; empty: they go to lm_acc
   std::string store;       // lane 0, per lm_r of a tile's last item, with lm_row < lm_m: lm_acc[..][lm_r] summed
   std::string weights = "lm_in1";  // the parameter holding the weights
@@ -51,6 +52,9 @@ std::optional<StreamedLinear> streamed_kernel(const StreamedParts& parts, const 
   const bool bf16 = w_dtype == DType::BF16;
   const std::string wt = bf16 ? "uint16_t" : "float";
   const std::string acc = parts.item_end.empty() ? "lm_acc" : "lm_tmp";
+  // Elements in chunk lm_c: `chunk` of them, fewer in a row's last.
+  const std::string k0 = "(" + parts.chunk_k0 + ")", len = "(lm_kk - " + k0 + " < " + std::to_string(chunk) + " ? lm_kk - " + k0 + " : " +
+                                                            std::to_string(chunk) + ")";
   StreamedLinear out;
   out.shared_bytes = fixed + S * stage_bytes;
   std::ostringstream pre, s;
@@ -70,7 +74,7 @@ std::optional<StreamedLinear> streamed_kernel(const StreamedParts& parts, const 
         << "  auto lm_issue = [&](long long lm_i) {\n"
         << "    const int lm_s = (int)(lm_i % " << S << ");\n"
         << "    const long long lm_c = lm_i % lm_chunks, lm_t = blockIdx.x + (lm_i / lm_chunks) % lm_mine * gridDim.x;\n"
-        << "    const unsigned lm_len = (unsigned)((" << parts.chunk_len << ") * " << wb << ");\n"
+        << "    const unsigned lm_len = (unsigned)(" << len << " * " << wb << ");\n"
         << "    unsigned lm_tx = 0;\n"
         << "    for (int lm_q = 0; lm_q < " << TR << "; ++lm_q) lm_tx += lm_row_at(lm_t, lm_q, lm_c) >= 0 ? lm_len : 0u;\n"
         << "    lm_mbar_expect(&lm_bar[lm_s], lm_tx);\n"
@@ -96,8 +100,9 @@ std::optional<StreamedLinear> streamed_kernel(const StreamedParts& parts, const 
       << "      __syncthreads();  // the group before is done with the stage\n"
       << parts.group_stage << "      __syncthreads();\n"
       << "    }\n";
-  s << parts.item << "    lm_mbar_wait(&lm_bar[lm_s], (unsigned)(lm_i / " << S << ") & 1u);\n"
-    << "    const int lm_len = (int)(" << parts.chunk_len << ");\n"
+  s << "    auto lm_row_in = [&](int lm_r) -> long long { return lm_g * " << R << " + lm_r < lm_m ? lm_g * " << R << " + lm_r : 0; };\n"
+    << parts.item << "    lm_mbar_wait(&lm_bar[lm_s], (unsigned)(lm_i / " << S << ") & 1u);\n"
+    << "    const int lm_len = (int)" << len << ";\n"
     << "    const " << wt << "* lm_st = lm_ws + (long long)lm_s * " << TR * chunk << " + lm_warp * " << chunk << ";\n";
   if (!parts.item_end.empty()) s << "    float lm_tmp[" << P << "][" << R << "] = {};\n";
   s << "    for (int lm_e = lm_lane * " << per << "; lm_e < lm_len; lm_e += " << 32 * per << ") {\n"
@@ -226,8 +231,7 @@ std::optional<StreamedLinear> streamed_linear(const ViewLayer* a, const ViewLaye
   else
     parts.row_at = "    const long long lm_j = lm_t * " + std::to_string(TR) + " + lm_q;\n    return lm_j < lm_n ? lm_j * " + c(b->strides[r - 1]) +
                    " + " + start + " : -1;\n";
-  parts.chunk_len = "lm_kk - lm_c * " + std::to_string(KC) + " < " + std::to_string(KC) + " ? lm_kk - lm_c * " + std::to_string(KC) + " : " +
-                    std::to_string(KC);
+  parts.chunk_k0 = "lm_c * " + std::to_string(KC);
   std::ostringstream stage;
   const std::string gt = gain_bf16 ? "uint16_t" : "float";
   stage << "      const float* lm_X = (const float*)lm_in0 + " << c(a->offset) << ";\n"
@@ -285,13 +289,11 @@ std::optional<StreamedLinear> streamed_scaled(const ViewLayer* a, const ViewLaye
   // Tile t: rows (t % nt) * TR .. of listed expert t / nt.
   parts.row_at = "    const long long lm_j = lm_t % lm_nt * " + std::to_string(TR) + " + lm_q;\n    return lm_j < lm_n ? (long long)lm_act[lm_t / lm_nt] * " +
                  c(b->strides[0]) + " + lm_j * " + c(b->strides[2]) + " + lm_c * " + std::to_string(KC) + " + " + c(b->offset) + " : -1;\n";
-  parts.chunk_len = "lm_kk - lm_c * " + std::to_string(KC) + " < " + std::to_string(KC) + " ? lm_kk - lm_c * " + std::to_string(KC) + " : " +
-                    std::to_string(KC);
+  parts.chunk_k0 = "lm_c * " + std::to_string(KC);
   // The activations straight from memory (an expert's few rows: L1 serves the tile's warps).
   parts.item = "    const long long lm_ex = lm_act[lm_t / lm_nt];\n"
                "    auto lm_xp = [&](int lm_r) {\n"
-               "      const long long lm_i = lm_g * " + std::to_string(v.rows) + " + lm_r < lm_m ? lm_g * " + std::to_string(v.rows) + " + lm_r : 0;\n"
-               "      return (const float*)lm_in0 + " + c(a->offset) + " + lm_ex * " + c(a->strides[0]) + " + lm_i * " + c(a->strides[1]) +
+               "      return (const float*)lm_in0 + " + c(a->offset) + " + lm_ex * " + c(a->strides[0]) + " + lm_row_in(lm_r) * " + c(a->strides[1]) +
                " + lm_c * " + std::to_string(KC) + ";\n    };\n";
   std::ostringstream st;
   st << "          const float lm_sc = ((const float*)lm_in2)[" << c(s->offset) << " + lm_ex * " << c(s->strides[0]) << " + lm_row * "
@@ -335,15 +337,13 @@ std::optional<StreamedLinear> streamed_expert_sum(const ViewLayer* a, const View
   parts.chunks = "(long long)lm_nact * " + nc;
   parts.row_at = "    const long long lm_j = lm_t * " + std::to_string(TR) + " + lm_q;\n    return lm_j < lm_n ? (long long)lm_act[lm_c / " + nc + "] * " +
                  c(b->strides[0]) + " + lm_j * " + c(b->strides[2]) + " + lm_c % " + nc + " * " + kc + " + " + c(b->offset) + " : -1;\n";
-  parts.chunk_len = "lm_kk - lm_c % " + nc + " * " + kc + " < " + kc + " ? lm_kk - lm_c % " + nc + " * " + kc + " : " + kc;
+  parts.chunk_k0 = "lm_c % " + nc + " * " + kc;
   parts.item = "    const long long lm_ex = lm_act[lm_c / " + nc + "];\n"
                "    auto lm_xp = [&](int lm_r) {\n"
-               "      const long long lm_i = lm_g * " + std::to_string(v.rows) + " + lm_r < lm_m ? lm_g * " + std::to_string(v.rows) + " + lm_r : 0;\n"
-               "      return (const float*)lm_xa + " + c(a->offset) + " + lm_ex * " + c(a->strides[0]) + " + lm_i * " + c(a->strides[1]) +
+               "      return (const float*)lm_xa + " + c(a->offset) + " + lm_ex * " + c(a->strides[0]) + " + lm_row_in(lm_r) * " + c(a->strides[1]) +
                " + lm_c % " + nc + " * " + kc + ";\n    };\n";
   // Each expert's products times its scale for the row, into the tile's sums.
-  parts.item_end = "        const long long lm_i = lm_g * " + std::to_string(v.rows) + " + lm_r < lm_m ? lm_g * " + std::to_string(v.rows) + " + lm_r : 0;\n" +
-                   "        lm_acc[lm_p][lm_r] = __fmaf_rn(((const float*)lm_xs)[" + c(s->offset) + " + lm_ex * " + c(s->strides[0]) + " + lm_i * " +
+  parts.item_end = "        lm_acc[lm_p][lm_r] = __fmaf_rn(((const float*)lm_xs)[" + c(s->offset) + " + lm_ex * " + c(s->strides[0]) + " + lm_row_in(lm_r) * " +
                    c(s->strides[1]) + "], lm_tmp[lm_p][lm_r], lm_acc[lm_p][lm_r]);\n";
   std::ostringstream st;
   st << "          for (int lm_p = 0; lm_p < " << P << "; ++lm_p) {\n"
