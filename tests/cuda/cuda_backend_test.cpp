@@ -171,13 +171,6 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
 // A decode's norms before q/k/v, gate/up and the LM head are read by linear layers alone: those
 // layers, and the groups of siblings among them, also have schedules that fold the norm in
 // (reading its input and gain), one for each of their own schedules.
-// How many of a node's schedules are streamed GEMVs (Hopper's bulk copies), and how many every
-// linear form of a tiny model has.
-size_t streamed_count(const std::vector<Launch>& alternatives) {
-  return static_cast<size_t>(std::count_if(alternatives.begin(), alternatives.end(), [](const Launch& l) { return l.bulk_copies; }));
-}
-constexpr size_t kStreamed = std::size(gen::kStreamedVariants);
-
 TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
   Graph g;
   DecoderGraphOptions o;
@@ -194,11 +187,8 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     EXPECT_EQ(p.kernel, "RMSNormMul");
     readers_of_norm[n.inputs[0].src].push_back(id);
     const NodeKernels& normed = *k.per_node[id]->normed;
-    // Each register schedule twice: the norm inline, then staged (a tiny model's rows fit at any
-    // R); then the streamed ones, once each.
-    EXPECT_EQ(streamed_count(k.per_node[id]->alternatives), kStreamed);
-    EXPECT_EQ(streamed_count(normed.alternatives), kStreamed);
-    EXPECT_EQ(normed.alternatives.size() - kStreamed, 2 * (k.per_node[id]->alternatives.size() - kStreamed) + 1);
+    // Each schedule twice: the norm inline, then staged (a tiny model's rows fit at any R).
+    EXPECT_EQ(normed.alternatives.size(), 2 * k.per_node[id]->alternatives.size() + 1);
     EXPECT_TRUE(normed.launches[0].gain_in);
   }
   // Two norms a layer (q/k/v; gate/up). Not the final one: it reads the last row of h through a
@@ -210,8 +200,7 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     auto grouped = emit_grouped_linear(plan, readers, plan.dims(), k.functions);
     ASSERT_TRUE(grouped.has_value());
     ASSERT_TRUE(grouped->normed != nullptr);
-    EXPECT_EQ(streamed_count(grouped->alternatives), kStreamed);
-    EXPECT_EQ(grouped->normed->alternatives.size() - kStreamed, 2 * (grouped->alternatives.size() - kStreamed) + 1);
+    EXPECT_EQ(grouped->normed->alternatives.size(), 2 * grouped->alternatives.size() + 1);
     ++groups;
     // gate and up: their one reader, the gated product, is stored by the group's GEMV instead,
     // normed or not, on the schedules whose units take an even number of columns.
@@ -219,10 +208,8 @@ TEST(CudaCodegen, LinearLayersReadingANormAlsoFoldItIn) {
     ASSERT_TRUE(grouped->gated != nullptr && grouped->normed->gated != nullptr);
     EXPECT_EQ(plan.node(grouped->gated_node).kernel, "Fused");
     EXPECT_EQ(grouped->normed->gated_node, grouped->gated_node);
-    // The streamed schedules whose tiles pair gate's rows with up's (16 rows a tile).
-    EXPECT_EQ(streamed_count(grouped->gated->alternatives), 3u);
-    EXPECT_EQ(grouped->gated->alternatives.size(), 4u + 3u);
-    EXPECT_EQ(grouped->normed->gated->alternatives.size(), 9u + 3u);
+    EXPECT_EQ(grouped->gated->alternatives.size(), 4u);
+    EXPECT_EQ(grouped->normed->gated->alternatives.size(), 9u);
     EXPECT_TRUE(grouped->normed->gated->launches[0].gain_in);
     ++gated;
   }
@@ -342,9 +329,7 @@ TEST(CudaCodegen, ExpertSumsTakeTheirProductsOperands) {
     const NodeId product = k.per_node[id]->expert_product;
     EXPECT_EQ(n.inputs[0].src, product);
     EXPECT_EQ(plan.node(product).kernel, "ScaledMatmul");
-    // Every register schedule, then the streamed ones (bulk copies of the listed experts' rows).
-    EXPECT_EQ(k.per_node[id]->expert_sum->alternatives.size() + 1, std::size(gen::kExpertSumVariants) + kStreamed);
-    EXPECT_EQ(streamed_count(k.per_node[id]->expert_sum->alternatives), kStreamed);
+    EXPECT_EQ(k.per_node[id]->expert_sum->alternatives.size() + 1, std::size(gen::kExpertSumVariants));
     summed.insert(product);
   }
   EXPECT_EQ(static_cast<int>(summed.size()), fixture_config("qwen3-moe-tiny").layers);  // the down projections
@@ -423,8 +408,7 @@ TEST(CudaCodegen, SiblingLinearLayersGroupAndCompile) {
     if (members.size() < 2) continue;
     auto k = emit_grouped_linear(plan, members, plan.dims(), functions);
     ASSERT_TRUE(k.has_value()) << "linear layers reading node " << src << " do not group";
-    EXPECT_EQ(k->alternatives.size() + 1, std::size(gen::kLinearVariants) + kStreamed);  // every schedule, then the streamed ones
-    EXPECT_EQ(streamed_count(k->alternatives), kStreamed);
+    EXPECT_EQ(k->alternatives.size() + 1, std::size(gen::kLinearVariants));
     ++groups;
     three += members.size() == 3;
   }
@@ -633,81 +617,6 @@ TEST(CudaBackend, EveryGemvVariantMatchesTheReference) {
   }
 }
 
-// The streamed GEMV's schedules (weights into shared memory by bulk copies, sm_90), each forced
-// in turn: a bf16 layer whose rows are three chunks of a stage (the last 8 values) and whose
-// tiles outnumber the blocks (stages reused, their barriers' phases flipping), with a partial
-// last tile and a residual sum; a norm folded into a gated group of the same k, and into a group
-// without a product; an f32 layer.
-// At 1 and 3 rows (one pass over the weights per row), launched, recorded and replayed.
-TEST(CudaBackend, StreamedGemvsMatchTheReference) {
-  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  const int64_t k = 2056, n = 8200, half = 2600, kf = 1028, nf = 300;
-  const Expr s = Expr::var("s");
-  Graph g;
-  Tensor x = input(g, "x", DType::F32, {s, Expr(k)}), res = input(g, "res", DType::F32, {s, Expr(n)});
-  Tensor xf = input(g, "xf", DType::F32, {s, Expr(kf)});
-  Tensor w = input(g, "w", DType::BF16, {Expr(n), Expr(k)}), wf = input(g, "wf", DType::F32, {Expr(nf), Expr(kf)});
-  Tensor gain = input(g, "gain", DType::BF16, {Expr(k)});
-  Tensor gate = input(g, "gate", DType::BF16, {Expr(half), Expr(k)}), up = input(g, "up", DType::BF16, {Expr(half), Expr(k)});
-  (linear(x, cast(w, DType::F32), std::nullopt) + res).output("y");
-  Tensor h = rms_norm(x, cast(gain, DType::F32), 1e-6);
-  (silu(linear(h, cast(gate, DType::F32), std::nullopt)) * linear(h, cast(up, DType::F32), std::nullopt)).output("gated");
-  linear(xf, wf, std::nullopt).output("yf");
-  Tensor xq = input(g, "xq", DType::F32, {s, Expr(k)});  // a normed group without a product (q and k)
-  Tensor wq = input(g, "wq", DType::BF16, {Expr(1000), Expr(k)}), wk = input(g, "wk", DType::BF16, {Expr(520), Expr(k)});
-  Tensor hq = rms_norm(xq, cast(gain, DType::F32), 1e-5);
-  linear(hq, cast(wq, DType::F32), std::nullopt).output("q");
-  linear(hq, cast(wk, DType::F32), std::nullopt).output("k");
-  Graph plan = compiled(g);
-  PlanKernels kernels = generate_plan_kernels(plan);
-  size_t with_streamed = 0;
-  for (const auto& k : kernels.per_node) with_streamed += k && streamed_count(k->alternatives) > 0;
-  EXPECT_GE(with_streamed, 2u);  // y's layer and yf's (gate and up group in the executor)
-  uint32_t seed = 300;
-  std::map<std::string, Buffer> weights = {{"w", testing::random_buffer(DType::BF16, {n, k}, seed++)},
-                                           {"wf", testing::random_buffer(DType::F32, {nf, kf}, seed++)},
-                                           {"gain", testing::random_buffer(DType::BF16, {k}, seed++)},
-                                           {"gate", testing::random_buffer(DType::BF16, {half, k}, seed++)},
-                                           {"up", testing::random_buffer(DType::BF16, {half, k}, seed++)},
-                                           {"wq", testing::random_buffer(DType::BF16, {1000, k}, seed++)},
-                                           {"wk", testing::random_buffer(DType::BF16, {520, k}, seed++)}};
-  for (int64_t m : {1, 3}) {
-    std::map<std::string, Buffer> inputs = weights;
-    inputs["x"] = testing::random_buffer(DType::F32, {m, k}, seed++);
-    inputs["xf"] = testing::random_buffer(DType::F32, {m, kf}, seed++);
-    inputs["res"] = testing::random_buffer(DType::F32, {m, n}, seed++);
-    inputs["xq"] = testing::random_buffer(DType::F32, {m, k}, seed++);
-    Interpreter ref(plan);
-    for (const auto& [name, b] : inputs) ref.set_input(name, b);
-    ref.run();
-    for (int v = 0; v < static_cast<int>(kStreamed); ++v) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v, .streamed_gemv = true});
-      for (const auto& [name, b] : inputs) cuda.set_input(name, b);
-      for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
-        cuda.run();
-        for (const char* o : {"y", "gated", "yf", "q", "k"}) {
-          const Buffer want = ref.output(o), got = cuda.output(o);
-          ASSERT_EQ(got.numel(), want.numel()) << o;
-          double largest = 0;
-          for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
-          for (size_t i = 0; i < want.numel(); ++i)
-            ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * largest) << o << " element " << i << " m=" << m << " streamed " << v << " run " << run;
-        }
-      }
-      EXPECT_EQ(cuda.norms_folded() > 0, true) << "m=" << m;
-      EXPECT_GT(cuda.products_folded(), 0) << "m=" << m;
-    }
-  }
-}
-
-// An MoE case's output against its expected values (to 1e-5 relative, plus 1e-5).
-void expect_moe_output(const moetest::MoeExperts& c, const std::map<std::string, Buffer>& in, int64_t s, const Buffer& got,
-                       const std::string& what) {
-  const std::vector<double> want = c.expected(in, s);
-  ASSERT_EQ(got.numel(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i]))) << what << " out[" << i << "]";
-}
-
 // An MoE's expert products (tests/egraph/moe_experts_case.h): the experts no token chose hold
 // NaN weights, so every GEMV schedule (the executor may keep any) must skip rows scaled by zero
 // without reading them, and scale the others: decode (one token), a few tokens, and prefills
@@ -747,21 +656,6 @@ TEST(CudaBackend, ScaledMatmulSkipsExpertsNoTokenChose) {
           // The tensor cores' split activations are exact to 2^-17 a product, and |x w| <= 1.
           ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])) + (mma ? k * 0x1p-17 : 0.0))
               << "variant " << v << (bf16 ? " (bf16 activations)" : "") << " " << dtype_name(wt) << " s=" << s << " out[" << i << "]";
-      }
-    }
-    // The streamed schedules (bulk copies of the listed experts' rows; none for k = 21, whose
-    // rows are not 16-byte aligned: the first schedule runs).
-    for (int v = 0; v < static_cast<int>(kStreamed); ++v) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_streamed = v, .streamed_gemv = true, .expert_sum_in_gemv = false});
-      for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{300}}) {
-        auto in = c.inputs(s);
-        for (auto& [name, buf] : in) cuda.set_input(name, buf);
-        for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
-          cuda.run();
-          ASSERT_NO_FATAL_FAILURE(expect_moe_output(c, in, s, cuda.output("out"),
-                                                    "streamed " + std::to_string(v) + " " + dtype_name(wt) + " k=" + std::to_string(k) +
-                                                        " s=" + std::to_string(s) + " run " + std::to_string(run)));
-        }
       }
     }
   }
@@ -892,13 +786,8 @@ TEST(CudaBackend, ExpertSumsComputeTheirProducts) {
     c.k = k;
     Graph plan = compiled(c.graph());
     if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-    // Every register schedule, then (from variant kExpertSumVariants on) the streamed ones: bulk
-    // copies of the listed experts' rows (none for k = 21: the first schedule runs).
-    const int registers = static_cast<int>(std::size(gen::kExpertSumVariants));
-    for (int v = 0; v < registers + static_cast<int>(kStreamed); ++v) {
-      CudaExecutor cuda(plan, "",
-                        v < registers ? CudaOptions{.tensor_cores = false, .force_variant = v}
-                                      : CudaOptions{.tensor_cores = false, .force_streamed = v - registers, .streamed_gemv = true});
+    for (int v = 0; v < static_cast<int>(std::size(gen::kExpertSumVariants)); ++v) {
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = v});
       int64_t want_summed = 0;
       for (int64_t s : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{40}}) {
         auto in = c.inputs(s);
@@ -906,9 +795,12 @@ TEST(CudaBackend, ExpertSumsComputeTheirProducts) {
         for (int run = 0; run < 3; ++run) {  // launched, recorded, replayed
           cuda.run();
           if (s <= 8 && run < 2) ++want_summed;
-          ASSERT_NO_FATAL_FAILURE(expect_moe_output(c, in, s, cuda.output("out"),
-                                                    "variant " + std::to_string(v) + " " + dtype_name(wt) + " k=" + std::to_string(k) +
-                                                        " s=" + std::to_string(s) + " run " + std::to_string(run)));
+          std::vector<double> want = c.expected(in, s);
+          Buffer got = cuda.output("out");
+          ASSERT_EQ(got.numel(), want.size());
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got.get(i), want[i], 1e-5 * (1 + std::abs(want[i])))
+                << "variant " << v << " " << dtype_name(wt) << " k=" << k << " s=" << s << " run " << run << " out[" << i << "]";
         }
       }
       EXPECT_EQ(cuda.experts_summed(), want_summed) << "variant " << v;

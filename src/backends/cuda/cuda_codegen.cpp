@@ -294,17 +294,6 @@ std::optional<NodeId> expert_product_of(const Graph& g, NodeId f_id) {
   return s;
 }
 
-// A streamed schedule's launch (cuda_streamed_linear_codegen.cpp): its function, with the first
-// stages' copies before the wait, a block's worth of threads per tile, its shared memory, and
-// offered on sm_90 only. The caller sets the writer's parameters (residual, gain) around it.
-Launch streamed_launch(const KernelWriter& w, const StreamedLinear& sl, const StreamedVariant& v, FunctionSet& functions) {
-  Launch l{w.finish(sl.body, functions, sl.before_wait), Launch::Grid::Elements, sl.tiles * Expr(kBlockThreads),
-           Expr(static_cast<int64_t>(sl.shared_bytes))};
-  l.blocks_per_sm = v.blocks_per_sm;
-  l.bulk_copies = true;
-  return l;
-}
-
 // The expert sum of reduction `id` over ScaledMatmul `product` (NodeKernels::expert_sum): the
 // product's operands as named parameters after the reduction's inputs, the epilogue (if any)
 // at each store.
@@ -334,8 +323,6 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
     Launch l{w.finish(*body, functions), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
     (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
   }
-  for (const StreamedVariant& v : kStreamedVariants)  // then the streamed ones (bulk copies, sm_90)
-    if (auto sl = streamed_expert_sum(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v)) k.alternatives.push_back(streamed_launch(w, *sl, v, functions));
   r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
   r.expert_product = product;
 }
@@ -425,51 +412,6 @@ template <int N>
 __device__ __forceinline__ void lm_cp_async_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-// Hopper's bulk copies (sm_90+, the streamed GEMV's): the copy engine moves `bytes` (a multiple
-// of 16, both addresses 16-byte aligned) from global to shared memory with no thread's
-// registers held; the bytes count toward an mbarrier's expected transaction bytes, and its phase
-// completes once its one arrival (lm_mbar_expect) and all those bytes are in. Evict-first in L2:
-// each weight is read once a step.
-__device__ __forceinline__ unsigned lm_smem_at(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void lm_mbar_init(unsigned long long* bar, unsigned count) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(lm_smem_at(bar)), "r"(count) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void lm_mbar_expect(unsigned long long* bar, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(lm_smem_at(bar)), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void lm_mbar_wait(unsigned long long* bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-  unsigned done = 0;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(lm_smem_at(bar)), "r"(parity) : "memory");
-  } while (!done);
-#endif
-}
-__device__ __forceinline__ void lm_bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
-               ::"r"(lm_smem_at(dst)), "l"(src), "r"(bytes), "r"(lm_smem_at(bar)), "l"(policy) : "memory");
-#else
-  __trap();
-#endif
-}
-// Orders this thread's (and, after a barrier, the block's) ordinary shared-memory accesses before
-// its later bulk copies into the same bytes.
-__device__ __forceinline__ void lm_fence_async_shared() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
@@ -877,21 +819,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       l.gain_in = norm != nullptr;
       return l;
     };
-    // The streamed schedules (bulk copies into shared memory, sm_90), after the others.
-    auto streamed = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const NormPrologue* norm, std::vector<Launch>& into) {
-      for (const StreamedVariant& v : kStreamedVariants) {
-        auto sl = streamed_linear(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, store_v, v, norm);
-        if (!sl) continue;
-        w.set_residual_param(residual);
-        w.set_gain_param(norm != nullptr);
-        Launch l = streamed_launch(w, *sl, v, functions);
-        w.set_residual_param(false);
-        w.set_gain_param(false);
-        l.residual_in = residual;
-        l.gain_in = norm != nullptr;
-        into.push_back(l);
-      }
-    };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
       r.launches.push_back(*first);
       for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(la, lb, w.in_dtype(0), kLinearVariants[v]));
@@ -907,11 +834,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           v.staged = true;
           if (auto l = gemv(&fold->x, lb, DType::F32, v, &fold->prologue)) normed->alternatives.push_back(*l);
         }
-        streamed(&fold->x, lb, DType::F32, &fold->prologue, normed->alternatives);
         w.set_extra_dims({});
         if (all_inline) r.normed = normed;
       }
-      streamed(la, lb, w.in_dtype(0), nullptr, r.alternatives);
       // Without batch dims (a linear layer), the library may take it for many rows.
       if (unbatched)
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], false, la->offset, la->strides[rank - 2],
@@ -937,7 +862,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         w.set_words(false);
         r.launches.push_back(*first);
         for (size_t v = 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(&scratch, &lb2, DType::F32, kLinearVariants[v]));
-        streamed(&scratch, &lb2, DType::F32, nullptr, r.alternatives);
         r.linear = LinearOperands{a[rank - 2], w.in_shape(1).back(), a[rank - 1], true, Expr(0), a[rank - 1],
                                   lb->offset, lb->strides[rank - 1], DType::F32, w.in_dtype(1)};
         return r;
@@ -989,8 +913,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           l.tensor_cores = true;
           r.alternatives.push_back(l);
         }
-      for (const StreamedVariant& v : kStreamedVariants)  // then the streamed ones (bulk copies, sm_90)
-        if (auto sl = streamed_scaled(la, lb, ls, dts, store_v, v)) r.alternatives.push_back(streamed_launch(w, *sl, v, functions));
       return r;
     }
     // Any views: one warp per output, as the Matmul's generic kernel, skipping rows scaled by 0.
@@ -1164,14 +1086,6 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
         l.gain_in = norm != nullptr;
         (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
       }
-    // The streamed schedules (bulk copies into shared memory, sm_90), after the others.
-    for (const StreamedVariant& v : kStreamedVariants) {
-      auto sl = streamed_linear(a, &cat, {DType::F32, w.in_dtype(1)}, store, v, norm, gated);
-      if (!sl) continue;
-      Launch l = streamed_launch(w, *sl, v, functions);
-      l.gain_in = norm != nullptr;
-      k.alternatives.push_back(l);
-    }
     w.set_gain_param(false);
     return k;
   };

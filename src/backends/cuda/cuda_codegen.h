@@ -41,8 +41,6 @@ struct Launch {
   // A tensor-core schedule (mma.sync on bf16, sm_80 on): the executor offers it only on such
   // devices, and not with CudaOptions::tensor_cores off.
   bool tensor_cores = false;
-  // Hopper's bulk copies and mbarriers (the streamed GEMV): offered on sm_90 and newer only.
-  bool bulk_copies = false;
   // A linear layer's GEMV: its last parameter before the dims, lm_res, is null or the other
   // operand of the residual sum that reads the layer, [m, n] in order, added at each store (the
   // executor folds that Add into the GEMV; CudaExecutor::residual_of).

@@ -85,49 +85,6 @@ struct GatedEpilogue {
   std::function<std::string(const std::string& at, const std::string& gate, const std::string& up)> store;
 };
 
-// The streamed GEMV's schedules (cuda_streamed_linear_codegen.cpp, sm_90): a tile of
-// `tile_rows` weight rows (a multiple of 8; of 16 with a gated product) a work item,
-// `chunk_bytes` of each row a stage, `stages` stages in flight (fewer where shared memory runs
-// out), `blocks_per_sm` blocks a multiprocessor at most, `rows` activation rows a pass.
-struct StreamedVariant {
-  int tile_rows;
-  int chunk_bytes;
-  int stages;
-  int blocks_per_sm;
-  int rows = 1;
-};
-constexpr StreamedVariant kStreamedVariants[] = {{16, 2048, 4, 1}, {8, 4096, 4, 1}, {16, 1024, 8, 1}, {16, 1024, 4, 2}};
-constexpr long long kMaxStreamedSharedBytes = 200 << 10;
-// A linear layer (one batch, A f32 with unit stride along k, W f32 or bf16 row-major, k a
-// constant, W's rows 16-byte aligned) as a GEMV whose weight rows reach shared memory through
-// Hopper's bulk copies, `stages` chunks ahead of the warps: `before_wait` goes before the kernel's
-// wait on the one before it (the first stages' copies start there), `body` after; the launch is
-// `tiles` blocks' worth of work (Launch::work = tiles * kBlockThreads) with `shared_bytes` of
-// dynamic shared memory. The norm and gated product fold in as in strided_linear_body; `out_store`
-// writes lm_v at index `at`. nullopt where its conditions do not hold.
-struct StreamedLinear {
-  std::string before_wait, body;
-  Expr tiles;
-  long long shared_bytes = 0;
-};
-std::optional<StreamedLinear> streamed_linear(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,
-                                              const std::function<std::string(const std::string&, DType)>& out_store,
-                                              const StreamedVariant& v, const NormPrologue* norm = nullptr,
-                                              const GatedEpilogue* gated = nullptr);
-// The same for an MoE decode's expert products (ScaledMatmul: A f32 [E, m, k] from lm_in0, B
-// [E, k, n] from lm_in1, scales from lm_in2; rank 3, E a constant up to kMaxListedExperts): each
-// block lists the experts some row's scale chooses, its tiles are the listed experts' rows, and
-// the outputs of the others are zero. Nothing is copied before the wait (the list comes from the
-// kernel before); `tiles` is E times an expert's tiles, an upper bound.
-std::optional<StreamedLinear> streamed_scaled(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, const std::vector<DType>& dt,
-                                              const std::function<std::string(const std::string&, DType)>& out_store,
-                                              const StreamedVariant& v);
-// And for their sum over the experts (expert_sum_body's operands and store): a tile's chunks are
-// every listed expert's part of its rows, each expert's products added times its scale.
-std::optional<StreamedLinear> streamed_expert_sum(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
-                                                  const std::function<std::string(const std::string&, const std::string&)>& store,
-                                                  const StreamedVariant& v);
-
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,

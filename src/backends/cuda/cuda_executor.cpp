@@ -144,7 +144,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   read_env_options();
   kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations});
   find_linear_groups();
-  if (!options_.tune_variants && options_.force_variant < 0 && options_.force_streamed < 0) {
+  if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
     for (LinearGroup& g : groups_) groups.push_back(&g.kernels);
     kernels_.drop_alternatives(groups);
@@ -221,7 +221,6 @@ void CudaExecutor::read_env_options() {
   if (graphs && std::string(graphs) == "0") options_.graphs = false;
   const char* overlap = std::getenv("LUMINAL_CUDA_OVERLAP");
   if (overlap) options_.overlap_launches = std::string(overlap) != "0";
-  if (const char* streamed = std::getenv("LUMINAL_CUDA_STREAMED")) options_.streamed_gemv = std::string(streamed) != "0";
   if (const char* v = std::getenv("LUMINAL_CUDA_VARIANT")) options_.force_variant = std::max(0, std::atoi(v));  // for profiling one
   if (const char* cap = std::getenv("LUMINAL_CUDA_BLOCKS_PER_SM")) options_.blocks_per_sm = std::max(1, std::atoi(cap));
   const char* once = std::getenv("LUMINAL_CUDA_ATTENTION_ONCE");
@@ -1291,22 +1290,10 @@ bool CudaExecutor::use_tiled(const NodeKernels& k) {
   return rows >= k.tiled_min_rows && (rows >= eval(k.tiled_keys) || eval(k.tiled->work) >= ctx_.info().multiprocessors);
 }
 
-bool CudaExecutor::offered(const Launch& l) const {
-  return (!l.tensor_cores || (options_.tensor_cores && ctx_.info().cc_major >= 8)) &&
-         (!l.bulk_copies || (options_.streamed_gemv && ctx_.info().cc_major >= 9));
-}
+bool CudaExecutor::offered(const Launch& l) const { return !l.tensor_cores || (options_.tensor_cores && ctx_.info().cc_major >= 8); }
 
 size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                              const std::vector<DevicePtr>& in, bool capturing) {
-  if (options_.force_streamed >= 0) {
-    size_t last = 0;
-    for (size_t i = 0, seen = 0; i < k.alternatives.size(); ++i)
-      if (k.alternatives[i].bulk_copies) {
-        last = i + 1;
-        if (seen++ == static_cast<size_t>(options_.force_streamed)) break;
-      }
-    return last > 0 && offered(k.alternatives[last - 1]) ? last : 0;
-  }
   if (options_.force_variant >= 0) {
     const size_t v = std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
     return v > 0 && !offered(k.alternatives[v - 1]) ? 0 : v;

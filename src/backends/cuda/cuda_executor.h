@@ -78,12 +78,6 @@ struct CudaOptions {
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
-  // >= 0: every node with streamed GEMV schedules (bulk copies, sm_90) runs the one of this
-  // index among them (clamped to the last), untimed; nodes without, their first. For tests.
-  int force_streamed = -1;
-  // The streamed GEMV schedules are among those timed (sm_90 on). Off until they have run on a
-  // GPU (written without one); LUMINAL_CUDA_STREAMED=1 turns them on, =0 off.
-  bool streamed_gemv = false;
   // A decode's attention as one launch (NodeKernels::once) where it applies; off: the split
   // and the merge as two launches. Also LUMINAL_CUDA_ATTENTION_ONCE=0.
   bool attention_once = true;
