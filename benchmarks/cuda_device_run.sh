@@ -16,7 +16,9 @@
 # layers than the architecture has (e.g. a 2-layer qwen3-30b-a3b for LOGITS), or per entry,
 # ARCHS="llama-3-8b qwen3-30b-a3b:8" (that model in $MODELS/qwen3-30b-a3b-8). AB_ENV: environment
 # overrides for more benchmark runs in the same call (an A/B; sets separated by ';'). NCU_KERNEL: a regex of kernel
-# names for Nsight Compute on one prefill (NCU_COUNT launches, NCU_ARGS for the bench). SKIP_HF=1
+# names for Nsight Compute on one prefill (NCU_COUNT launches after NCU_SKIP, NCU_ARGS for the
+# bench, NCU_NEW tokens generated so decode kernels run too, NCU_CLOCKS=1 unlocked clocks,
+# NCU_ENV environment settings for that run alone, NCU_ARCHS the ARCHS entries it is for). SKIP_HF=1
 # leaves out transformers eager (SKIP_TESTS=1 the tests, SKIP_FIXTURES=1 the fixture models). AB_ARCHS: the ARCHS entries the AB_ENV
 # runs are for (default all). TIMELINE=N: each luminal benchmark also
 # records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
@@ -116,15 +118,15 @@ if [ -n "${AB_ENV:-}" ] && { [ -z "${AB_ARCHS:-}" ] || [[ " $AB_ARCHS " == *" $S
   done
   done
 fi
-if [ -n "${NCU_KERNEL:-}" ]; then
+if [ -n "${NCU_KERNEL:-}" ] && { [ -z "${NCU_ARCHS:-}" ] || [[ " $NCU_ARCHS " == *" $SPEC "* ]]; }; then
   # Nsight Compute on the kernels whose names match NCU_KERNEL (a regex; functions are named
   # lm_<node kind>_<hash>) in one prefill, with NCU_ARGS (default: bf16 activations).
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   echo "== ncu ($NCU) on kernels matching ${NCU_KERNEL} [${SECONDS}s]"
-  "$NCU" --kernel-name "regex:${NCU_KERNEL}" --launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section Occupancy \
+  env ${NCU_ENV:-} "$NCU" --kernel-name "regex:${NCU_KERNEL}" --launch-skip "${NCU_SKIP:-0}" --launch-count "${NCU_COUNT:-4}" ${NCU_CLOCKS:+--clock-control none} --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
     "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda ${NCU_ARGS:---activations bf16} --prompt-tokens "${PROMPT:-128}" \
-    --new-tokens 1 --iters 1 --context "${CONTEXT:-512}" > "$OUT/ncu_$ARCH.txt" 2>&1
+    --new-tokens "${NCU_NEW:-1}" --iters 1 --context "${CONTEXT:-512}" > "$OUT/ncu_$ARCH.txt" 2>&1
   grep -E "Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc|Executed Instructions  |No Eligible|Stall" "$OUT/ncu_$ARCH.txt" | head -n 40
 fi
 if [ -n "${LOGITS:-}" ]; then

@@ -112,12 +112,15 @@ std::string Expr::c_prelude() {
 // division gives the same result, and costs a fraction of a 64-bit one (on a GPU, a 64-bit
 // division is a call of about a hundred instructions).
 LM_EXPR_FN int lm_small(long long a, long long b) { return ((unsigned long long)a | (unsigned long long)b) <= 0x7fffffffULL && b != 0; }
+// A divisor of 1 (a decode's sequence length) skips the division altogether.
 LM_EXPR_FN long long lm_floordiv(long long a, long long b) {
+  if (b == 1) return a;
   if (lm_small(a, b)) return (long long)((unsigned)a / (unsigned)b);
   long long q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 LM_EXPR_FN long long lm_mod(long long a, long long b) {
+  if (b == 1) return 0;
   if (lm_small(a, b)) return (long long)((unsigned)a % (unsigned)b);
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

@@ -89,8 +89,11 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5;\n"
     << "  const long long lm_splits = (lm_keys + lm_CH - 1) / lm_CH, lm_gpb = (lm_seq + lm_R - 1) / lm_R;\n"
     << "  float* lm_stats = lm_scratch + " << c(rows) << " * lm_splits * " << dv << ";\n"
-    << "  const long long lm_grp = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
-    << "  const long long lm_b = lm_grp / lm_gpb, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
+    // The block's coordinates by 32-bit divisions (the grid and these counts are far below 2^31;
+    // a 64-bit division is a call of about a hundred instructions ahead of every load).
+    << "  const unsigned lm_grp32 = blockIdx.x / (unsigned)lm_splits, lm_b32 = lm_grp32 / (unsigned)lm_gpb;\n"
+    << "  const long long lm_grp = lm_grp32, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
+    << "  const long long lm_b = lm_b32, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
     << "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
     << "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys;\n"
     << batch_coords(r)
@@ -214,7 +217,7 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "    if (lm_rr < lm_live) {\n"
     << "      const long long lm_at0 = (lm_row0 + lm_rr) * lm_splits;\n"
     << "      #pragma unroll 8\n"
-    << "      for (long long lm_t = lm_pt; lm_t < lm_splits; lm_t += lm_P) {\n"
+    << "      for (int lm_t = lm_pt; lm_t < (int)lm_splits; lm_t += lm_P) {\n"
     << "        const float lm_mt = __ldcg(lm_stats + 2 * (lm_at0 + lm_t)), lm_lt = __ldcg(lm_stats + 2 * (lm_at0 + lm_t) + 1);\n"
     << "        const float4 lm_ot = __ldcg((const float4*)(lm_scratch + (lm_at0 + lm_t) * " << dv << " + lm_c));\n"
     << "        lm_merge(lm_m, lm_l, lm_o, lm_mt, lm_lt, lm_ot);\n      }\n    }\n"
