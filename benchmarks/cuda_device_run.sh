@@ -19,7 +19,8 @@
 # names for Nsight Compute on one prefill (NCU_COUNT launches after NCU_SKIP, NCU_ARGS for the
 # bench, NCU_NEW tokens generated so decode kernels run too, NCU_CLOCKS=1 unlocked clocks,
 # NCU_ENV environment settings for that run alone, NCU_ARCHS the ARCHS entries it is for). SKIP_HF=1
-# leaves out transformers eager (SKIP_TESTS=1 the tests, SKIP_FIXTURES=1 the fixture models). AB_ARCHS: the ARCHS entries the AB_ENV
+# leaves out transformers eager (SKIP_TESTS=1 the tests, SKIP_FIXTURES=1 the fixture models,
+# FIXTURE_FILTER picks some of them). AB_ARCHS: the ARCHS entries the AB_ENV
 # runs are for (default all). TIMELINE=N: each luminal benchmark also
 # records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
 set -uo pipefail
@@ -69,7 +70,7 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected|element" "$OUT/test_cuda
 
 if [ -z "${SKIP_FIXTURES:-}" ]; then  # about 300 s on the H200: SKIP_FIXTURES=1 leaves them out
 echo "== fixture models on cuda [${SECONDS}s]"
-"$BIN/tests/test_models" --gtest_filter='*cuda*' > "$OUT/test_models_cuda.txt" 2>&1
+"$BIN/tests/test_models" --gtest_filter="${FIXTURE_FILTER:-*cuda*}" > "$OUT/test_models_cuda.txt" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|max_abs" "$OUT/test_models_cuda.txt" | head -n 40
 fi
 
