@@ -115,10 +115,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "    if (lm_live) {\n"
     << "      lm_j0 = (lm_w % lm_tiles) * " << CW << ";\n"
     << "      const long long lm_t = lm_w / lm_tiles;\n"
-    // One group of rows (a decode) needs no division: a unit's loads wait on these.
-    << "      const long long lm_tb = lm_groups == 1 ? lm_t : lm_t / lm_groups;\n"
-    << "      lm_b = " << (scale ? "lm_compact ? (long long)lm_act[lm_tb] : " : "") << "lm_tb;\n"
-    << "      lm_g = lm_groups == 1 ? 0 : lm_t - lm_tb * lm_groups;\n"
+    << "      lm_b = " << (scale ? "lm_compact ? (long long)lm_act[lm_t / lm_groups] : " : "") << "lm_t / lm_groups;\n"
+    << "      lm_g = lm_t % lm_groups;\n"
     << "      lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
     // The batch coordinates of b, into both operands' offsets.
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
