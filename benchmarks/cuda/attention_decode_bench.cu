@@ -21,16 +21,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace cg = cooperative_groups;
+#include "cuda_check.h"
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+namespace cg = cooperative_groups;
 
 constexpr int kGroups = 8, kRows = 4, kDim = 128, kSlice = 32;
 constexpr float kNegInf = -INFINITY;

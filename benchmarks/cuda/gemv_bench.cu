@@ -16,14 +16,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "cuda_check.h"
 
 __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
   acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
