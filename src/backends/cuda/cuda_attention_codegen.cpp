@@ -155,6 +155,18 @@ std::string batch_coords(size_t r) {
          "; lm_d >= 0; --lm_d) { const long long lm_sz = lm_shape_of(lm_d); lm_bc[lm_d] = lm_rem % lm_sz; lm_rem /= lm_sz; } }\n";
 }
 
+std::string split_block_coords(size_t r) {
+  // 32-bit divisions: the grid and these counts are far below 2^31, and a 64-bit division is a
+  // call of about a hundred instructions ahead of every load.
+  return "  const long long lm_splits = (lm_keys + lm_CH - 1) / lm_CH, lm_gpb = (lm_seq + lm_R - 1) / lm_R;\n"
+         "  const unsigned lm_grp32 = blockIdx.x / (unsigned)lm_splits, lm_b32 = lm_grp32 / (unsigned)lm_gpb;\n"
+         "  const long long lm_grp = lm_grp32, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
+         "  const long long lm_b = lm_b32, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
+         "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
+         "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys;\n" +
+         batch_coords(r);
+}
+
 // Attention whose keys and values are one strided layer each (the KV cache sliced to the cached
 // length; a mask may limit the key and batch dims, never the head dim). One block per group of
 // kAttentionRows query rows of one batch entry and slice of kAttentionChunk keys
@@ -270,12 +282,8 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
     << "  __shared__ float lm_stat[lm_R][2];         // each row's slice max and sum\n"
     // This block's rows [lm_i0, lm_i0 + lm_live) of batch entry lm_b, and its slice of the
     // keys, [lm_k0, lm_k1).
-    << "  const long long lm_splits = (lm_keys + lm_CH - 1) / lm_CH, lm_gpb = (lm_seq + lm_R - 1) / lm_R;\n"
-    << "  const long long lm_grp = blockIdx.x / lm_splits, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
-    << "  const long long lm_b = lm_grp / lm_gpb, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
-    << "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
-    << "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys, lm_nk = lm_k1 - lm_k0;\n"
-    << batch_coords(r)
+    << split_block_coords(r)
+    << "  const long long lm_nk = lm_k1 - lm_k0;\n"
     << (single_pass ? "" : q_staging)
     << "  const " << ks << "* lm_K = (const " << ks << "*)lm_in1;\n  const " << vs << "* lm_V = (const " << vs << "*)lm_in2;\n"
     << "  const long long lm_ksp = " << c(k->strides[r - 2]) << ", lm_vsj = " << c(v->strides[r - 1]) << ";\n"

@@ -87,16 +87,8 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "  unsigned* lm_counter = (unsigned*)lm_out2;\n"
     << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5;\n"
-    << "  const long long lm_splits = (lm_keys + lm_CH - 1) / lm_CH, lm_gpb = (lm_seq + lm_R - 1) / lm_R;\n"
+    << split_block_coords(r)
     << "  float* lm_stats = lm_scratch + " << c(rows) << " * lm_splits * " << dv << ";\n"
-    // The block's coordinates by 32-bit divisions (the grid and these counts are far below 2^31;
-    // a 64-bit division is a call of about a hundred instructions ahead of every load).
-    << "  const unsigned lm_grp32 = blockIdx.x / (unsigned)lm_splits, lm_b32 = lm_grp32 / (unsigned)lm_gpb;\n"
-    << "  const long long lm_grp = lm_grp32, lm_split = blockIdx.x - lm_grp * lm_splits;\n"
-    << "  const long long lm_b = lm_b32, lm_i0 = (lm_grp - lm_b * lm_gpb) * lm_R, lm_row0 = lm_b * lm_seq + lm_i0;\n"
-    << "  const int lm_live = (int)(lm_seq - lm_i0 < lm_R ? lm_seq - lm_i0 : lm_R);\n"
-    << "  const long long lm_k0 = lm_split * lm_CH, lm_k1 = lm_k0 + lm_CH < lm_keys ? lm_k0 + lm_CH : lm_keys;\n"
-    << batch_coords(r)
     << "  const " << storage_type(dt[1]) << "* lm_K = (const " << storage_type(dt[1]) << "*)lm_in1;\n"
     << "  const " << storage_type(dt[2]) << "* lm_V = (const " << storage_type(dt[2]) << "*)lm_in2;\n"
     << mask_reader(n, dt[3], k->shape[r - 1])

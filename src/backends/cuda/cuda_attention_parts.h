@@ -27,6 +27,11 @@ std::string base_index(const ViewLayer& l, size_t r, const std::string& key_coor
 std::string batch_shape_fn(const ViewLayer& k, size_t r);
 // lm_bc: the batch coordinates of batch index lm_b (through lm_shape_of).
 std::string batch_coords(size_t r);
+// A split attention block's place (lm_R rows, lm_CH keys a slice; lm_seq and lm_keys declared):
+// lm_splits and lm_gpb (slices and row groups), its row group lm_grp and slice lm_split, batch
+// entry lm_b with its coordinates lm_bc, rows [lm_i0, lm_i0 + lm_live) (lm_row0 overall) and
+// keys [lm_k0, lm_k1).
+std::string split_block_coords(size_t r);
 
 // A tiled kernel's key and value pointers (lm_K, lm_V) and head-dim strides (lm_ksp, lm_vsj),
 // and for each of the `rows` query rows a thread owns (row lm_r0 + `row_of`, in terms of lm_a)
