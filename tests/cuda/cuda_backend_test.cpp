@@ -52,8 +52,13 @@ TEST(CudaCodegen, EveryCaseCompilesWithNvrtc) {
     for (const Graph* g : {&c.graph}) {
       PlanKernels raw = generate_plan_kernels(*g);
       EXPECT_NO_THROW(nvrtc_compile(raw.source(), "sm_90", "")) << c.name << " (raw)";
-      PlanKernels plan = generate_plan_kernels(compiled(*g));
+      const Graph compiled_plan = compiled(*g);
+      PlanKernels plan = generate_plan_kernels(compiled_plan);
       EXPECT_NO_THROW(nvrtc_compile(plan.source(), "sm_90", "")) << c.name << " (compiled)";
+      if (c.name == "rotary") {  // both head sizes, both forms: what CasesMatchTheReference checks
+        EXPECT_EQ(count_kernels(compiled_plan, "RMSNormRotary"), 2);
+        EXPECT_EQ(count_kernels(compiled_plan, "Rotary"), 2);
+      }
     }
   }
 }

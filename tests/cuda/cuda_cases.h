@@ -88,6 +88,36 @@ inline std::vector<Case> cases() {
     r.push_back(std::move(c));
   }
   {
+    // Rotary embeddings of heads (rotate-half), plain and of a norm over the head (Qwen3's q/k
+    // norms: RMSNormRotary), with heads of 36 (one thread's four values span it) and of 200 (64
+    // threads; elements past the row in the last slot).
+    Case c{"rotary", {}, {}};
+    Graph& g = c.graph;
+    for (int64_t d : {36, 200}) {
+      const std::string tag = std::to_string(d);
+      Tensor x = reshape(input(g, "x" + tag, DType::F32, {s, 3 * d}), {s, 3, d});
+      Tensor w = cast(input(g, "w" + tag, DType::BF16, {d}), DType::F32);
+      Tensor cs = reshape(input(g, "cos" + tag, DType::F32, {s, d}), {s, 1, d});
+      Tensor sn = reshape(input(g, "sin" + tag, DType::F32, {s, d}), {s, 1, d});
+      auto rope = [&](const Tensor& t) { return t * cs + concat({neg(slice(t, -1, d / 2, d)), slice(t, -1, 0, d / 2)}, -1) * sn; };
+      rope(rms_norm(x, w, 1e-6)).output("norm_rope" + tag);
+      rope(x).output("rope" + tag);
+    }
+    c.inputs = [](int64_t n) {
+      std::map<std::string, Buffer> in;
+      for (int64_t d : {36, 200}) {
+        const std::string tag = std::to_string(d);
+        const uint32_t seed = static_cast<uint32_t>(20 + d);
+        in["x" + tag] = random_buffer(DType::F32, {n, 3 * d}, seed);
+        in["w" + tag] = random_buffer(DType::BF16, {d}, seed + 1);
+        in["cos" + tag] = random_buffer(DType::F32, {n, d}, seed + 2, -1, 1);
+        in["sin" + tag] = random_buffer(DType::F32, {n, d}, seed + 3, -1, 1);
+      }
+      return in;
+    };
+    r.push_back(std::move(c));
+  }
+  {
     Case c{"matmul", {}, {}};
     Graph& g = c.graph;
     Tensor a = input(g, "a", DType::F32, {s, 33});

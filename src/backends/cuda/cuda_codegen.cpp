@@ -51,6 +51,13 @@ class KernelWriter {
       if (std::find(dims_.begin(), dims_.end(), d) == dims_.end() && std::find(extra_dims_.begin(), extra_dims_.end(), d) == extra_dims_.end())
         extra_dims_.push_back(d);
   }
+  // Inputs that read Softmax node `softmax` compute its value instead (NodeKernels::softmax_fold):
+  // their pointers hold the softmax's input, each block computes row 0's max and sum after the
+  // wait, block 0 stores row 0's values to lm_smout. nullopt: none.
+  void set_softmax_fold(std::optional<NodeId> softmax) {
+    softmax_ = softmax;
+    set_extra_dims(softmax ? node_dims(g_.node(*softmax)) : std::vector<std::string>{});
+  }
   // Inputs read as bf16 words where the node's dtype says f32 (NodeKernels::words_narrow).
   void set_narrow_inputs(std::vector<bool> narrow) { narrow_ = std::move(narrow); }
   // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
@@ -73,13 +80,16 @@ class KernelWriter {
       LM_ASSERT(it != graph_dims_.end(), "dim " + d + " is missing from the graph's dims");
       s << "  const long long " << d << " = lm_dims[" << (it - graph_dims_.begin()) << "];\n";
     }
+    if (softmax_) s << softmax_loaders();
     for (size_t i = 0; i < n_.inputs.size(); ++i) {
       const View& v = n_.inputs[i].view;
       IndexExprs ix = v.flat_index();
       DType t = in_dtypes_[i];
       s << "  auto lm_ld" << i << " = [&](long long lm_q) -> " << value_type(t) << " {\n";
       if (!ix.valid.is_const(1)) s << "    if (!" << c(ix.valid) << ") return " << value_lit(v.pad_value(), t) << ";\n";
-      if (i < narrow_.size() && narrow_[i])  // an f32 value stored as bf16 by its producer (NodeKernels::words_narrow)
+      if (softmax_ && n_.inputs[i].src == *softmax_)  // the softmax's value at that index (row 0's stats)
+        s << "    return lm_se(" << c(ix.index) << ") * lm_srcp;\n  };\n";
+      else if (i < narrow_.size() && narrow_[i])  // an f32 value stored as bf16 by its producer (NodeKernels::words_narrow)
         s << "    return lm_bf16_f32(((const uint16_t*)lm_in" << i << ")[" << c(ix.index) << "]);\n  };\n";
       else
         s << "    return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_in" + std::to_string(i) + ")[" + c(ix.index) + "]")
@@ -103,8 +113,10 @@ class KernelWriter {
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     if (residual_param_) params << ", const char* __restrict__ lm_res";
     if (gain_param_) params << ", const char* __restrict__ lm_gain";
+    if (softmax_) params << ", char* __restrict__ lm_smout";
     params << ", const long long* __restrict__ lm_dims)";
-    std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" + body + "}\n";
+    std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" +
+                       (softmax_ ? softmax_stats() : std::string()) + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.
     std::string kind;
     for (char ch : n_.kernel.empty() ? std::string(op_name(n_.op)) : n_.kernel) kind += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
@@ -145,6 +157,44 @@ class KernelWriter {
   size_t extra_outputs_ = 0;
   bool words_ = false, residual_param_ = false, gain_param_ = false;
   std::vector<bool> narrow_;
+  std::optional<NodeId> softmax_;
+
+  // set_softmax_fold: lm_sx(q) is the softmax's input at its flat index q (through its view, read
+  // from the first input that reads the softmax), lm_se(q) the exponential the Softmax kernel
+  // takes of it, lm_smx and lm_srcp row 0's max and 1 / sum (set by softmax_stats).
+  std::string softmax_loaders() const {
+    const Node& sm = g_.node(*softmax_);
+    size_t first = 0;
+    while (n_.inputs[first].src != *softmax_) ++first;
+    const View& v = sm.inputs[0].view;
+    const IndexExprs ix = v.flat_index();
+    const DType t = g_.node(sm.inputs[0].src).dtype;
+    std::ostringstream s;
+    s << "  float lm_smx = 0.0f, lm_srcp = 0.0f;\n"
+      << "  auto lm_sx = [&](long long lm_q) -> float {\n";
+    if (!ix.valid.is_const(1)) s << "    if (!" << c(ix.valid) << ") return (float)" << value_lit(v.pad_value(), t) << ";\n";
+    s << "    return (float)" << load(t, "((const " + std::string(storage_type(t)) + "*)lm_in" + std::to_string(first) + ")[" + c(ix.index) + "]")
+      << ";\n  };\n"
+      << "  auto lm_se = [&](long long lm_q) { return exp2f((lm_sx(lm_q) + lm_smx * -1.0f) * " << float_lit(1.4426950408889634f) << "); };\n";
+    return s.str();
+  }
+  // Row 0 of the softmax, as its kernel computes it (the same max, exponentials and sum, the sum
+  // in the block's order): every block takes the stats, block 0 also stores the values.
+  std::string softmax_stats() const {
+    const Node& sm = g_.node(*softmax_);
+    const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_sl; lm_k += blockDim.x)";
+    std::ostringstream s;
+    s << "  {\n  const long long lm_sl = " << c(sm.shape.back()) << ";\n"
+      << "  float lm_m = __int_as_float((int)0xff800000u);\n"
+      << loop << " lm_m = lm_fmax_nan(lm_m, lm_sx(lm_k));\n"
+      << "  lm_smx = lm_block_reduce(lm_m, lm_fmax_nan);\n"
+      << "  float lm_s = 0.0f;\n"
+      << loop << " lm_s += lm_se(lm_k);\n"
+      << "  lm_srcp = 1.0f / lm_block_reduce(lm_s, [](float a, float b) { return a + b; });\n"
+      << "  if (blockIdx.x == 0) {\n  " << loop << " ((float*)lm_smout)[lm_k] = lm_se(lm_k) * lm_srcp;\n"
+      << "  }\n  }\n";
+    return s.str();
+  }
 };
 
 // A row kernel's RMS scale: the sum of squares of `x` (an expression of lm_k) over the row by
@@ -268,6 +318,22 @@ bool column_reduction(const std::vector<Expr>& shape, size_t axis) {
   if (axis + 1 >= shape.size()) return false;
   const std::optional<int64_t> len = shape[axis].as_const(), last = shape.back().as_const();
   return len && *len <= 1024 && last && *last >= 32;
+}
+
+// The Softmax that fused kernel `id` may compute itself (NodeKernels::softmax_fold): one over
+// the last axis, f32, of an f32, bf16 or f16 value, read by some of the node's inputs.
+std::optional<NodeId> softmax_read_by(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Kernel || (n.kernel != "Fused" && n.kernel != "FusedSum" && n.kernel != "FusedMax")) return std::nullopt;
+  for (const Edge& e : n.inputs) {
+    const Node& sm = g.node(e.src);
+    if (sm.op != OpKind::Kernel || sm.kernel != "Softmax" || sm.dtype != DType::F32 || sm.inputs.size() != 1 || sm.shape.empty() ||
+        sm.axis != sm.shape.size() - 1)
+      continue;
+    const DType t = g.node(sm.inputs[0].src).dtype;
+    if (t == DType::F32 || t == DType::BF16 || t == DType::F16) return e.src;
+  }
+  return std::nullopt;
 }
 
 // The ScaledMatmul (an MoE's expert products, [E, m, n]) that reduction `f` sums over its
@@ -561,6 +627,18 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     std::string body = count_decl + kGridLoop + per_element + "  }\n";
     r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
+  // The node's launch again, computing the softmax it reads (NodeKernels::softmax_fold).
+  auto softmax_fold = [&](KernelWriter& kw, NodeKernels& into, const std::function<Launch()>& again) {
+    const std::optional<NodeId> sm = softmax_read_by(g, id);
+    if (!sm) return;
+    kw.set_softmax_fold(sm);
+    Launch l = again();
+    kw.set_softmax_fold(std::nullopt);
+    l.softmax_out = true;
+    into.softmax_fold = std::make_shared<NodeKernels>();
+    into.softmax_fold->launches.push_back(l);
+    into.softmax_node = *sm;
+  };
   // One block per item of `work`, with `shared` bytes of dynamic shared memory. Launches may size
   // their grid for larger dims than this run's (a replayed CUDA graph): blocks past the work
   // return at once. A row kernel passes its row's `length` and gets blocks sized to the row
@@ -652,8 +730,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     } else {
       s << "  " << w.out_store("lm_row", "lm_r", t);
     }
-    if (columns) r.launches.push_back(per_block(s.str(), ceil_div(rows_of(in_shape, n.axis), Expr(32)), Expr(0)));
-    else rows(s.str(), rows_of(in_shape, n.axis), in_shape.at(n.axis));
+    auto launch = [&] {
+      return columns ? per_block(s.str(), ceil_div(rows_of(in_shape, n.axis), Expr(32)), Expr(0))
+                     : per_block(s.str(), rows_of(in_shape, n.axis), Expr(0), in_shape.at(n.axis));
+    };
+    r.launches.push_back(launch());
+    softmax_fold(w, r, [&] { return launch(); });
     if (auto product = expert_product_of(g, id)) expert_sum_kernels(g, id, *product, epi, pro ? pro->n_inputs : 1, graph_dims, functions, r);
     return r;
   }
@@ -665,6 +747,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   if (k == "Fused") {
     const FusedProgram p = FusedProgram::decode(n.code);
     elementwise(w.program_at(p, "lm_z", "    "));
+    softmax_fold(w, r, [&] { return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count}; });
     if (words) {
       auto words_launch = [&] {
         return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
@@ -713,6 +796,37 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     std::ostringstream s;
     const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n"
+      // Rows of at most four elements a thread (a decode's heads: 128 values, 32 threads): every
+      // value the row needs (x, its partner, both gains, cos and sin) is loaded before the sum,
+      // all in flight at once, so nothing waits on a second round of loads after it. The same
+      // sums and products as the loops below, in the same order.
+      << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
+      << "    const long long lm_half = lm_len / 2;\n"
+      << "    float lm_xs[4], lm_gs[4], lm_ps[4], lm_pg[4], lm_cs[4], lm_sn[4], lm_ss = 0.0f;\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
+      << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+      << "      const bool lm_in = lm_k < lm_len;\n"
+      << "      const long long lm_p = lm_k < lm_len - lm_half ? lm_k + lm_half : lm_k - (lm_len - lm_half);\n"
+      << "      lm_xs[lm_u] = lm_in ? (float)lm_ld0(lm_at(lm_k)) : 0.0f;\n"
+      << "      lm_gs[lm_u] = lm_in ? (float)lm_ld1(lm_at(lm_k)) : 0.0f;\n"
+      << "      lm_ps[lm_u] = lm_in ? (float)lm_ld0(lm_at(lm_p)) : 0.0f;\n"
+      << "      lm_pg[lm_u] = lm_in ? (float)lm_ld1(lm_at(lm_p)) : 0.0f;\n"
+      << "      lm_cs[lm_u] = lm_in ? (float)lm_ld2(lm_at(lm_k)) : 0.0f;\n"
+      << "      lm_sn[lm_u] = lm_in ? (float)lm_ld3(lm_at(lm_k)) : 0.0f;\n"
+      << "    }\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
+      << "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+      << "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
+      << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+      << "      if (lm_k >= lm_len) continue;\n"
+      << "      const float lm_pn = (lm_ps[lm_u] * lm_scale) * lm_pg[lm_u];\n"
+      << "      const float lm_rot = lm_k < lm_len - lm_half ? -lm_pn : lm_pn;\n"
+      << "      const float lm_a = ((lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]) * lm_cs[lm_u], lm_b = lm_rot * lm_sn[lm_u];\n      "
+      << w.out_store("lm_at(lm_k)", "lm_a + lm_b", DType::F32) << "    }\n    return;\n  }\n"
       << rms_scale(loop, "(float)lm_ld0(lm_at(lm_k))", n.constant)
       << "  auto lm_xn = [&](long long lm_k) { return ((float)lm_ld0(lm_at(lm_k)) * lm_scale) * (float)lm_ld1(lm_at(lm_k)); };\n"
       << "  const long long lm_half = lm_len / 2;\n"

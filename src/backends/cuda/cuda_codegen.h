@@ -48,6 +48,9 @@ struct Launch {
   // A GEMV that folds in the RMS norm giving its activations (NodeKernels::normed): its next
   // parameter, lm_gain, is the norm's gain (null for a norm without one).
   bool gain_in = false;
+  // A reader that computes the single-row softmax it reads (NodeKernels::softmax_fold): its
+  // next parameter, lm_smout, is the Softmax's output, which its block 0 writes.
+  bool softmax_out = false;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
@@ -127,6 +130,14 @@ struct NodeKernels {
   // never crosses memory (CudaExecutor::sums_experts).
   std::shared_ptr<NodeKernels> expert_sum;
   NodeId expert_product = 0;
+  // A fused kernel (Fused, FusedSum, FusedMax) reading Softmax `softmax_node` (over the last
+  // axis, f32): the same work reading the softmax's input (the logits) where it read the
+  // softmax, each block first computing row 0's max and sum, and block 0 storing row 0's
+  // probabilities to the softmax's output (Launch::softmax_out). Right where the softmax has one
+  // row (a decode's MoE routing): the softmax launches nothing and its reader's blocks pay a pass
+  // over the row each (CudaExecutor::folds_softmax).
+  std::shared_ptr<NodeKernels> softmax_fold;
+  NodeId softmax_node = 0;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:

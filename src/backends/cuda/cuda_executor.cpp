@@ -121,6 +121,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->once) used.insert(k->once->function);
     if (k->words) used.insert(k->words->function);
     if (k->words_narrow) used.insert(k->words_narrow->function);
+    if (k->softmax_fold) used.insert(k->softmax_fold->launches[0].function);
   }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
@@ -183,6 +184,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   functions_by_node_.resize(graph_.size());
   words_functions_.assign(graph_.size(), nullptr);
   words_narrow_functions_.assign(graph_.size(), nullptr);
+  softmax_fold_functions_.assign(graph_.size(), nullptr);
   std::map<std::string, void*> by_name;
   for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
     by_name[kernels_.functions.names[i]] = modules_[PlanKernels::part_of(kernels_.functions.names[i], parts)]->function(kernels_.functions.names[i]);
@@ -198,6 +200,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
     if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
+    if (const auto& fold = kernels_.per_node[id]->softmax_fold) softmax_fold_functions_[id] = by_name.at(fold->launches[0].function);
   }
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
@@ -241,6 +244,8 @@ void CudaExecutor::read_env_options() {
   if (pairs && std::string(pairs) == "0") options_.pair_launches = false;
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
+  const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
+  if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -488,6 +493,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
   if (l.residual_in) args.push_back(&gemv_residual_);
   if (l.gain_in) args.push_back(&gemv_gain_);
+  if (l.softmax_out) args.push_back(&softmax_out_);
   args.push_back(&dims_dev_);
   const auto [blocks, threads] = launch_shape(l);
   if (blocks <= 0) return;
@@ -797,6 +803,7 @@ void CudaExecutor::run(bool wait) {
   narrow_readers_.clear();
   deferred_norms_.clear();
   deferred_products_.clear();
+  folded_softmaxes_.clear();
   end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
   std::vector<int> uses = readers_;
@@ -858,6 +865,12 @@ void CudaExecutor::run(bool wait) {
       ++experts_summed_;
       continue;
     }
+    if (!invariant && folds_softmax(id)) {  // its first reader computes and stores it; its inputs stay live
+      live[id] = take(n.dtype, concrete(n.shape));
+      folded_softmaxes_.insert(id);
+      ++softmaxes_folded_;
+      continue;
+    }
     if (timer) timer->start();
     struct Record {  // adds the node's device time to its label when profiling
       CudaExecutor& e;
@@ -890,6 +903,22 @@ void CudaExecutor::run(bool wait) {
     }
     std::vector<DevicePtr> in;
     for (const Edge& e : n.inputs) in.push_back(ptr_of(e.src));
+    if (k.softmax_fold && folded_softmaxes_.count(k.softmax_node) && reader_lists_[k.softmax_node][0] == id) {
+      // The softmax's first reader: it reads the softmax's input, and its block 0 stores the value.
+      const Node& sm = graph_.node(k.softmax_node);
+      const DevicePtr logits = ptr_of(sm.inputs[0].src);
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (n.inputs[i].src == k.softmax_node) in[i] = logits;
+      flush_pending();
+      DeviceBuffer out = take(n.dtype, concrete(n.shape));
+      softmax_out_ = live[k.softmax_node]->ptr;
+      launch(k.softmax_fold->launches[0], *k.softmax_fold, softmax_fold_functions_[id], out.ptr, in);
+      softmax_out_ = 0;
+      release_inputs(sm, 0);  // the softmax is done with its input
+      release_inputs(n, 0);
+      live[id] = out;
+      continue;
+    }
     // A linear layer reading a deferred norm: in[0] is the norm's input; its gain goes alongside.
     const bool normed = !n.inputs.empty() && deferred_norms_.count(n.inputs[0].src);
     if (normed) {
@@ -1200,6 +1229,19 @@ bool CudaExecutor::sums_experts(NodeId id) {
   // A decode's few rows: each unit's team streams every chosen expert's rows for them, where a
   // prefill's many rows choose most experts and take the products' own schedules.
   return eval(n.shape[1]) <= kExpertSumMaxRows;
+}
+
+bool CudaExecutor::folds_softmax(NodeId id) {
+  const Node& n = graph_.node(id);
+  if (!options_.softmax_in_readers || n.op != OpKind::Kernel || n.kernel != "Softmax" || reader_lists_[id].empty()) return false;
+  const NodeId r = reader_lists_[id][0];
+  const NodeKernels* k = kernels_.per_node[r] ? &*kernels_.per_node[r] : nullptr;
+  if (!k || !k->softmax_fold || k->softmax_node != id || !softmax_fold_functions_[r] || keeps(r) || k->launches.size() != 1) return false;
+  // One row at every value of the dims this run's plan stands for (a recorded graph replays
+  // for its whole bucket): the reader computes row 0 alone.
+  for (size_t d = 0; d + 1 < n.shape.size(); ++d)
+    if (eval(n.shape[d]) != 1 || eval_true(n.shape[d]) != 1) return false;
+  return true;
 }
 
 bool CudaExecutor::defers_norm(NodeId id) {

@@ -116,6 +116,10 @@ struct CudaOptions {
   // the products launch nothing and their mostly-zero [E, m, n] value is never written. Also
   // LUMINAL_CUDA_EXPERT_SUM=0.
   bool expert_sum_in_gemv = true;
+  // A softmax with one row (a decode's MoE routing) whose first reader is a fused kernel with a
+  // NodeKernels::softmax_fold launches nothing: that reader computes it from its input and
+  // stores it for the others. Also LUMINAL_CUDA_SOFTMAX_FOLD=0.
+  bool softmax_in_readers = true;
   // Two adjacent nodes of the plan that each make one small launch, neither reading the other
   // (a decode's rotaries of q and k, its two cache writes), run as one launch
   // (paired_function): one launch and one wait on the kernel before where there were two.
@@ -200,6 +204,9 @@ class CudaExecutor {
   // Expert products (ScaledMatmul), since construction, that launched nothing: their sum over
   // the experts computed them (expert_sum_in_gemv).
   int64_t experts_summed() const { return experts_summed_; }
+  // Softmaxes, since construction, that launched nothing: their first reader computed them
+  // (softmax_in_readers).
+  int64_t softmaxes_folded() const { return softmaxes_folded_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -344,6 +351,15 @@ class CudaExecutor {
   // Whether group g's GEMV stores its gated product this run (gated_in_gemv; its GEMV form has one).
   bool gated_run(const LinearGroup& g, bool normed);
   std::map<NodeId, DeviceBuffer> gated_outputs_;  // a gated product's value, stored by its group's GEMV
+  // Whether Softmax `id` launches nothing this run (softmax_in_readers): one row at this run's
+  // dims, and its first reader has a softmax_fold form. folded_softmaxes_: such softmaxes this
+  // run, whose buffers that reader's block 0 fills (softmax_out_) and whose inputs stay live
+  // until it has run.
+  bool folds_softmax(NodeId id);
+  std::set<NodeId> folded_softmaxes_;
+  std::vector<void*> softmax_fold_functions_;  // by node: its NodeKernels::softmax_fold
+  DevicePtr softmax_out_ = 0;
+  int64_t softmaxes_folded_ = 0;
   // Whether a view reads its source in order from its start at this run's dims (then a linear
   // layer's scratch copy of its activations is skipped).
   bool reads_in_order(const View& v);

@@ -1,0 +1,114 @@
+// A softmax with one row computed by its first reader (NodeKernels::softmax_fold,
+// CudaOptions::softmax_in_readers): an MoE's routing as the decoder writes it.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/nvrtc.h"
+#include "compiler/compile.h"
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "runtime/interpreter.h"
+
+namespace luminal::cuda {
+namespace {
+
+constexpr int64_t kExperts = 16, kChosen = 4, kHidden = 24;
+
+// The router's softmax, each expert's rank among a token's (larger, or equal at a lower index)
+// as a fused count, chosen when under k, and the chosen probabilities renormalised
+// (src/models/decoder_graph.cpp, route()).
+Graph routing() {
+  Graph g;
+  const Expr s = Expr::var("s");
+  Tensor x = input(g, "x", DType::F32, {s, kHidden});
+  Tensor router = cast(input(g, "router", DType::BF16, {kExperts, kHidden}), DType::F32);
+  Tensor probs = softmax(linear(x, router, std::nullopt), -1);
+  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
+  Tensor lower = lt(unsqueeze(arange(g, 0, kExperts), 0), unsqueeze(arange(g, 0, kExperts), 1));
+  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
+  Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(kChosen))), DType::F32);
+  Tensor w = probs * chosen;
+  (w / sum(w, {-1}, true)).output("weights");
+  chosen.output("chosen");
+  return g;
+}
+
+Graph plan_of(const Graph& g) {
+  CompileOptions o;
+  o.dedup = false;
+  return compile(g, o).plan;
+}
+
+Buffer random_f32(std::vector<int64_t> shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  int64_t n = 1;
+  for (int64_t v : shape) n *= v;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = d(rng);
+  return Buffer::f32(v, std::move(shape));
+}
+
+// The softmax's first reader in the plan is the count, a fused reduction: it has the form.
+TEST(CudaCodegen, ASoftmaxsFirstReaderCanComputeIt) {
+  const Graph plan = plan_of(routing());
+  const PlanKernels k = generate_plan_kernels(plan);
+  int softmaxes = 0, folds = 0;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(id);
+    softmaxes += n.op == OpKind::Kernel && n.kernel == "Softmax";
+    if (!k.per_node[id] || !k.per_node[id]->softmax_fold) continue;
+    ++folds;
+    EXPECT_EQ(plan.node(k.per_node[id]->softmax_node).kernel, "Softmax");
+    EXPECT_TRUE(k.per_node[id]->softmax_fold->launches.at(0).softmax_out);
+  }
+  EXPECT_EQ(softmaxes, 1) << plan.dump();
+  EXPECT_GE(folds, 1) << plan.dump();  // the count, and the weights' readers of the softmax
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// One token: the softmax launches nothing and the chosen experts and weights are the
+// reference's; three tokens: the softmax runs. Recorded and replayed graphs, with and without.
+TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const Graph g = routing();
+  const Graph plan = plan_of(g);
+  for (bool fold : {true, false}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.softmax_in_readers = fold});
+    // The last round replays s=1's graph on new values.
+    const std::vector<int64_t> rounds{1, 3, 1};
+    for (size_t round = 0; round < rounds.size(); ++round) {
+      const int64_t s = rounds[round];
+      const int64_t before = cuda.softmaxes_folded();
+      Interpreter ref(g);
+      const Buffer x = random_f32({s, kHidden}, static_cast<uint32_t>(round * 7 + 1));
+      const Buffer router = random_f32({kExperts, kHidden}, 3).cast(DType::BF16);
+      ref.set_input("x", x);
+      ref.set_input("router", router);
+      cuda.set_input("x", x);
+      cuda.set_input("router", router);
+      ref.run();
+      for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
+        cuda.run();
+        for (const char* name : {"chosen", "weights"}) {
+          const Buffer want = ref.output(name), got = cuda.output(name);
+          ASSERT_EQ(got.numel(), want.numel());
+          for (size_t i = 0; i < want.numel(); ++i)
+            ASSERT_NEAR(got.get(i), want.get(i), 1e-6) << name << "[" << i << "] s=" << s << " run " << rep + 1 << (fold ? "" : " (no fold)");
+        }
+      }
+      // Runs launched one by one fold (a replayed graph launches nothing itself).
+      if (round < 2) {
+        EXPECT_EQ(cuda.softmaxes_folded() > before, fold && s == 1) << "s=" << s;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace luminal::cuda
