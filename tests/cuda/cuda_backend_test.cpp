@@ -132,8 +132,9 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
   for (const auto& n : k.per_node)
     if (n) {
       for (const Launch& l : n->alternatives) only_alternatives.insert(l.function);
-      // The schedules that fold in a norm, and an expert sum's: their first stays too.
-      for (const auto& form : {n->normed, n->expert_sum})
+      // The schedules that fold in a norm, the gated experts' and an expert sum's: their first
+      // stays too.
+      for (const auto& form : {n->normed, n->gated, n->expert_sum})
         if (form)
           for (const Launch& l : form->alternatives) only_alternatives.insert(l.function);
     }
@@ -142,6 +143,8 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (n) {
       for (const Launch& l : n->launches) only_alternatives.erase(l.function);
       if (n->normed) only_alternatives.erase(n->normed->launches[0].function);
+      if (n->gated) only_alternatives.erase(n->gated->launches[0].function);
+      if (n->softmax_fold) only_alternatives.erase(n->softmax_fold->launches[0].function);
       if (n->expert_sum) {
         only_alternatives.erase(n->expert_sum->launches[0].function);
         ++sums;
@@ -157,7 +160,7 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (!n) continue;
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
-    for (const auto& form : {n->normed, n->expert_sum})
+    for (const auto& form : {n->normed, n->gated, n->expert_sum, n->softmax_fold})
       if (form) {
         EXPECT_TRUE(form->alternatives.empty());
         EXPECT_TRUE(kept.count(form->launches[0].function)) << form->launches[0].function;
@@ -317,6 +320,75 @@ TEST(CudaCodegen, MoeExpertsTakeTheScaledGemv) {
   auto [matmuls, linear] = matmuls_and_linear(plan, k);
   EXPECT_GT(matmuls, 0);
   EXPECT_EQ(linear, matmuls);
+}
+
+// Each layer's gate/up experts, whose one reader is the gated product act(gate) * up, also
+// have schedules that store that product (NodeKernels::gated); the down experts, read by their
+// sum, do not.
+TEST(CudaCodegen, MoeGateUpExpertsCanStoreTheirGatedProduct) {
+  Graph plan = bf16_decoder_plan("qwen3-moe-tiny");
+  PlanKernels k = generate_plan_kernels(plan);
+  int gated = 0;
+  for (size_t id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(static_cast<NodeId>(id));
+    if (n.op != OpKind::Kernel || n.kernel != "ScaledMatmul" || !k.per_node[id]->gated) continue;
+    ++gated;
+    const Node& p = plan.node(k.per_node[id]->gated_node);
+    EXPECT_EQ(p.kernel, "Fused");
+    ASSERT_EQ(p.inputs.size(), 2u);
+    EXPECT_EQ(p.inputs[0].src, static_cast<NodeId>(id));
+    EXPECT_EQ(p.inputs[1].src, static_cast<NodeId>(id));
+    EXPECT_EQ(p.shape.back().value() * 2, n.shape.back().value());
+    EXPECT_FALSE(k.per_node[id]->gated->launches.empty());
+  }
+  EXPECT_EQ(gated, fixture_config("qwen3-moe-tiny").layers);
+}
+
+void expect_close(const Buffer& want, const Buffer& got, const std::string& what);  // below
+
+// An MoE's gate/up experts storing act(gate) * up themselves (CudaExecutor::gates_experts):
+// for a decode's few rows the product launches nothing, for many rows it runs; the values are
+// the reference's either way (unchosen experts' rows, scaled by zero, give act(0) * 0).
+TEST(CudaBackend, GatedExpertsMatchTheReference) {
+  constexpr int64_t E = 6, I = 16, H = 24;
+  Graph g;
+  const Expr s = Expr::var("s");
+  Tensor x = input(g, "x", DType::F32, {s, H});
+  Tensor w = cast(input(g, "w", DType::BF16, {E, 2 * I, H}), DType::F32);
+  Tensor chosen = input(g, "chosen", DType::F32, {s, E});
+  Tensor xs = expand(unsqueeze(x, 0), {Expr(E), s, Expr(H)}) * unsqueeze(permute(chosen, {1, 0}), 2);
+  Tensor gu = matmul(xs, transpose(w, 1, 2));  // [E, s, 2I]
+  (silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I)).output("act");
+  const Graph plan = compiled(g);
+  const PlanKernels kernels = generate_plan_kernels(plan);
+  int forms = 0;
+  for (const auto& k : kernels.per_node) forms += k && k->gated;
+  ASSERT_EQ(forms, 1) << plan.dump();
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (bool fold : {true, false}) {
+    // CUDA cores for the 20 rows too: the tensor cores' split products are exact to 2^-17 each,
+    // looser than expect_close (their own tests bound them; the H200 had 3.5e-5 here).
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .gated_in_gemv = fold});
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{20}}) {
+      std::vector<float> pick(static_cast<size_t>(rows * E), 0.0f);
+      for (int64_t t = 0; t < rows; ++t) pick[static_cast<size_t>(t * E + t % 3)] = pick[static_cast<size_t>(t * E + 4)] = 1.0f;
+      const std::map<std::string, Buffer> in{{"x", testing::random_buffer(DType::F32, {rows, H}, 31)},
+                                             {"w", testing::random_buffer(DType::BF16, {E, 2 * I, H}, 32)},
+                                             {"chosen", Buffer::f32(pick, {rows, E})}};
+      Interpreter ref(g);
+      for (const auto& [name, b] : in) {
+        ref.set_input(name, b);
+        cuda.set_input(name, b);
+      }
+      ref.run();
+      const int64_t before = cuda.products_folded();
+      for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
+        cuda.run();
+        expect_close(ref.output("act"), cuda.output("act"), "act at s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1));
+      }
+      EXPECT_EQ(cuda.products_folded() > before, fold && rows <= 8) << "s=" << rows;
+    }
+  }
 }
 
 // Each layer's sum over its experts (with the residual add as its epilogue) has the expert-sum

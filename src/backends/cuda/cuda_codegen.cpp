@@ -336,6 +336,47 @@ std::optional<NodeId> softmax_read_by(const Graph& g, NodeId id) {
   return std::nullopt;
 }
 
+// The gated product that is ScaledMatmul `id`'s one reader (an MoE's act(gate) * up over its
+// experts' gate/up products, [E, m, 2h]): an f32 Fused node of two inputs, the first and the
+// second half of the last axis, each read in order. With the half (h) and which input is up.
+struct GatedExperts {
+  NodeId product;
+  Expr half;
+  int up_input;
+};
+std::optional<GatedExperts> gated_experts_of(const Graph& g, NodeId id) {
+  const Node& sm = g.node(id);
+  if (sm.dtype != DType::F32 || sm.shape.size() < 2) return std::nullopt;
+  std::optional<NodeId> reader;
+  for (NodeId r = 0; r < g.size(); ++r)
+    for (const Edge& e : g.node(r).inputs)
+      if (e.src == id) {
+        if (reader && *reader != r) return std::nullopt;
+        reader = r;
+      }
+  if (!reader) return std::nullopt;
+  const Node& p = g.node(*reader);
+  if (p.op != OpKind::Kernel || p.kernel != "Fused" || p.dtype != DType::F32 || p.inputs.size() != 2 || p.shape.size() != sm.shape.size())
+    return std::nullopt;
+  const size_t r = sm.shape.size();
+  const std::optional<int64_t> width = sm.shape[r - 1].as_const();
+  if (!width || *width % 2 != 0) return std::nullopt;
+  const Expr half(*width / 2);
+  for (size_t d = 0; d + 1 < r; ++d)
+    if (!(p.shape[d] == sm.shape[d])) return std::nullopt;
+  if (!(p.shape[r - 1] == half)) return std::nullopt;
+  const std::vector<Expr> strides = ViewLayer::contiguous(sm.shape).strides;
+  int gate = -1, up = -1;
+  for (int i = 0; i < 2; ++i) {
+    const ViewLayer* l = plain_strided(p.inputs[static_cast<size_t>(i)].view);
+    if (!l || !(l->shape == p.shape) || !(l->strides == strides)) return std::nullopt;
+    if (l->offset.is_const(0)) gate = i;
+    else if (l->offset == half) up = i;
+  }
+  if (gate < 0 || up < 0) return std::nullopt;
+  return GatedExperts{*reader, half, up};
+}
+
 // The ScaledMatmul (an MoE's expert products, [E, m, n]) that reduction `f` sums over its
 // experts (axis 0), where the sum is all that reads it: a SumReduce, or a FusedSum whose
 // prologue only loads it (its epilogue, such as the residual add, then runs at the store).
@@ -1019,6 +1060,37 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       r.launches.push_back(*first);
       for (int cap : {0, 4})
         for (size_t v = cap ? 0 : 1; v < std::size(kLinearVariants); ++v) r.alternatives.push_back(*gemv(kLinearVariants[v], cap));
+      // The schedules with an even number of columns a unit again, storing the gated product
+      // that is the experts' one reader (NodeKernels::gated): for a decode, whose product then
+      // launches nothing (CudaExecutor::gates_experts).
+      if (const std::optional<GatedExperts> ge = gated_experts_of(g, id)) {
+        const Node& pn = g.node(ge->product);
+        const FusedProgram prog = FusedProgram::decode(pn.code);
+        KernelWriter pw(g, ge->product, graph_dims);
+        const GatedEpilogue epi{ge->half, [&](const std::string& at, const std::string& gate, const std::string& up) {
+                                  std::ostringstream o;
+                                  o << "{\n";
+                                  for (int i = 0; i < 2; ++i) o << "          const float x" << i << " = " << (i == ge->up_input ? up : gate) << ";\n";
+                                  if (!emit_program(o, prog, [](int x) { return "x" + std::to_string(x); }, {DType::F32, DType::F32}, "v", "          "))
+                                    throw Error("CUDA backend: cannot generate an MoE's gated product");
+                                  o << "          " << pw.out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype) << "        }\n";
+                                  return o.str();
+                                }};
+        auto gk = std::make_shared<NodeKernels>();
+        for (int cap : {0, 4})
+          for (const LinearVariant& v : kLinearVariants) {
+            if (v.cols % 2 != 0) continue;
+            auto body = strided_linear_body(la, lb, dts, count_decl, store_v, v, ls, nullptr, &epi);
+            if (!body) continue;
+            Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+            l.blocks_per_sm = cap;
+            (gk->launches.empty() ? gk->launches : gk->alternatives).push_back(l);
+          }
+        if (!gk->launches.empty()) {
+          r.gated = gk;
+          r.gated_node = ge->product;
+        }
+      }
       // bf16 weights: also the tensor cores' grouped GEMM, for a prefill's many rows.
       for (const ScaledMmaTile& t : kScaledMmaTiles)
         if (auto mma = scaled_mma_body(la, lb, ls, dts, count_decl, store_v, n.dtype, t, options.bf16_activations)) {

@@ -93,7 +93,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr,
                                                const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
 // `scale` (ScaledMatmul, read from lm_in2 as A is): row i's sums times its scale; a unit whose
-// rows' scales are all zero writes zeros without reading its weight rows.
+// rows' scales are all zero writes zeros without reading its weight rows. With `gated` too (an
+// MoE's gate/up experts whose one reader is their gated product), each unit's gate and up sums
+// are scaled, then stored through the product's program; there is no path for many listed rows
+// (a prefill's), so the executor runs that form for a decode's few rows alone.
 // ScaledMatmul's parts of strided_linear_body (cuda_scaled_linear_codegen.cpp):
 // - scaled_batches_prologue: with few batches of few rows (an MoE decode: 128 experts, one
 //   token; lm_compact), each block lists the batches with a nonzero scale, in order, in shared
@@ -101,7 +104,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
 //   of the listed batches alone (lm_units recounted): every block streams chosen experts'
 //   weights, where a grid over all experts leaves most warps idle;
 // - scaled_batches_epilogue: after the units (so that weight loads start first), the outputs of
-//   the batches the list left out are zero;
+//   the batches the list left out (`width` values a row) get `zero_store`, which stores the
+//   value of an all-zero row at lm_z (zero; a gated product's program of zeros);
 // - scaled_rows_path: with many rows (a prefill: each expert's tokens are a few of them), per
 //   (batch, run of column tiles) the block lists the batch's rows with a nonzero scale and its
 //   teams take them `rows` at a time, so a weight row is read once per group of listed rows, not
@@ -110,7 +114,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
 //   lm_ar and stores at lm_rl. Up to 4096 rows a batch; past that the units run over every row,
 //   and a unit whose rows' scales are all zero reads no k.
 std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale);
-std::string scaled_batches_epilogue(const std::function<std::string(const std::string&, DType)>& out_store);
+std::string scaled_batches_epilogue(const std::string& width, const std::string& zero_store);
 std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
                              const std::string& kloop, const std::string& stores,
                              const std::function<std::string(const std::string&, DType)>& out_store);

@@ -201,6 +201,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
     if (const auto& fold = kernels_.per_node[id]->softmax_fold) softmax_fold_functions_[id] = by_name.at(fold->launches[0].function);
+    if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul")
+      gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
   }
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
@@ -903,6 +905,15 @@ void CudaExecutor::run(bool wait) {
     }
     std::vector<DevicePtr> in;
     for (const Edge& e : n.inputs) in.push_back(ptr_of(e.src));
+    if (!invariant && gates_experts(id)) {  // the gated product over the chosen experts, in one GEMV
+      flush_pending();
+      const NodeId p = k.gated_node;
+      const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
+      run_form(gated_expert_forms_.at(id), b.ptr, in, capture);
+      ++products_folded_;
+      release_inputs(n, 0);
+      continue;  // its one reader, the product, takes gated_outputs_[p]
+    }
     if (k.softmax_fold && folded_softmaxes_.count(k.softmax_node) && reader_lists_[k.softmax_node][0] == id) {
       // The softmax's first reader: it reads the softmax's input, and its block 0 stores the value.
       const Node& sm = graph_.node(k.softmax_node);
@@ -1229,6 +1240,27 @@ bool CudaExecutor::sums_experts(NodeId id) {
   // A decode's few rows: each unit's team streams every chosen expert's rows for them, where a
   // prefill's many rows choose most experts and take the products' own schedules.
   return eval(n.shape[1]) <= kExpertSumMaxRows;
+}
+
+bool CudaExecutor::gates_experts(NodeId id) {
+  const auto f = gated_expert_forms_.find(id);
+  if (!options_.gated_in_gemv || f == gated_expert_forms_.end() || !f->second.kernels) return false;
+  const NodeKernels& k = *kernels_.per_node[id];
+  const NodeId p = k.gated_node;
+  if (keeps(p) || reader_lists_[id].empty()) return false;
+  for (NodeId r : reader_lists_[id])
+    if (r != p) return false;
+  // A decode's few rows with the experts listed (the form's lm_compact; it has no path for a
+  // prefill's many listed rows), at every dim value this run's plan stands for.
+  const std::vector<Expr>& shape = graph_.node(id).shape;
+  for (bool plan : {true, false}) {
+    auto at = [&](const Expr& e) { return plan ? eval(e) : eval_true(e); };
+    int64_t batches = 1;
+    for (size_t d = 0; d + 2 < shape.size(); ++d) batches *= at(shape[d]);
+    const int64_t rows = at(shape[shape.size() - 2]);
+    if (rows > kExpertSumMaxRows || batches > 1024 || batches * rows > 16384) return false;
+  }
+  return true;
 }
 
 bool CudaExecutor::folds_softmax(NodeId id) {

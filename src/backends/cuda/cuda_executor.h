@@ -351,6 +351,11 @@ class CudaExecutor {
   // Whether group g's GEMV stores its gated product this run (gated_in_gemv; its GEMV form has one).
   bool gated_run(const LinearGroup& g, bool normed);
   std::map<NodeId, DeviceBuffer> gated_outputs_;  // a gated product's value, stored by its group's GEMV
+  // Whether ScaledMatmul `id` runs its gated form this run (gated_in_gemv): its one reader is
+  // the gated product it has the form for, and the rows are a decode's few, listed per expert.
+  // It then writes the product's value (gated_outputs_), and its own is never made.
+  bool gates_experts(NodeId id);
+  std::map<NodeId, GemvForm> gated_expert_forms_;  // a ScaledMatmul's NodeKernels::gated
   // Whether Softmax `id` launches nothing this run (softmax_in_readers): one row at this run's
   // dims, and its first reader has a softmax_fold form. folded_softmaxes_: such softmaxes this
   // run, whose buffers that reader's block 0 fills (softmax_out_) and whose inputs stay live

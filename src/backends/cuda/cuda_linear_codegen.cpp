@@ -29,7 +29,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   const size_t r = a ? a->shape.size() : 0;
   if (scale && (scale->shape.size() != r || dt.size() < 3 || dt[2] != DType::F32)) return std::nullopt;
   if (norm && (scale || (norm->gain && norm->gain_dtype != DType::F32 && norm->gain_dtype != DType::BF16))) return std::nullopt;
-  if (gated && (scale || v.cols % 2 != 0)) return std::nullopt;
+  if (gated && v.cols % 2 != 0) return std::nullopt;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;
   if (v.team < 32 || v.team % 32 != 0 || kBlockThreads % v.team != 0 || v.cols < 1 || v.in_flight < 1 || v.rows < 1) return std::nullopt;
@@ -244,6 +244,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       const std::string f = "1.0f / sqrtf(" + sum + " * (1.0f / (float)lm_kk) + " + float_lit(norm->eps) + ")";
       return in + "lm_v *= " + f + ";\n" + (gated ? in + "lm_u *= " + f + ";\n" : std::string());
     };
+    // With a scale: the row's sums times it (gate's and up's both, for a gated product).
+    auto scaled = [&](const std::string& in) {
+      if (!scale) return std::string();
+      return in + "lm_v *= lm_sc[lm_i];\n" + (gated ? in + "lm_u *= lm_sc[lm_i];\n" : std::string());
+    };
     auto store = [&](const std::string& in) {
       const std::string z = in + "const long long lm_z = (lm_b * lm_m + " + row + ") * " + NT + " + lm_j0 + lm_k; ";
       return z + (gated ? gated->store("lm_z", "lm_v", "lm_u") : out_store("lm_z", DType::F32));
@@ -261,7 +266,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
         << (gated ? "        float lm_u = lm_acc[lm_i][lm_k + " + std::to_string(CW) + "];\n" : std::string());
     if (T == 32)
       o << "        if (lm_live && lm_lane == 0 && lm_i < lm_rows && lm_j0 + lm_k < " << NT << ") {\n"
-        << (scale ? "          lm_v *= lm_sc[lm_i];\n" : "") << normed("lm_acc[lm_i][" + std::to_string(C) + "]", "          ")
+        << scaled("          ") << normed("lm_acc[lm_i][" + std::to_string(C) + "]", "          ")
         << store("          ") << "        }\n      }\n";
     else  // then across the team's warps, in warp order
       o << "        if (lm_lane == 0) lm_part[threadIdx.x >> 5][lm_i * " << CC << " + lm_k] = lm_v;\n      }\n"
@@ -276,13 +281,14 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
         << (gated ? "          lm_u += lm_pp[lm_k + " + std::to_string(CW) + "];\n" : std::string())
         << (norm ? "          lm_ss += lm_pp[" + std::to_string(C) + "];\n" : std::string())
         << "        }\n"
-        << (scale ? "        lm_v *= lm_sc[lm_i];\n" : "") << normed("lm_ss", "        ")
+        << scaled("        ") << normed("lm_ss", "        ")
         << store("        ") << "      }\n    }\n    __syncthreads();\n";
     return o.str();
   };
   s << stores("lm_g * " + std::to_string(R) + " + lm_i") << "  }\n";
-  if (scale) s << scaled_batches_epilogue(out_store);
-  if (!scale) return head + s.str();
+  if (scale)
+    s << scaled_batches_epilogue(NT, gated ? gated->store("lm_z", "0.0f", "0.0f") : "const float lm_v = 0.0f; " + out_store("lm_z", DType::F32));
+  if (!scale || gated) return head + s.str();
   arow = "lm_ar[lm_i]";
   wload = "__ldg";  // each group of listed rows reads the weight rows again: keep them cached
   return head + scaled_rows_path(a, b, scale, v, bf16, kloop("lm_ar[lm_i][lm_p]"), stores("lm_rl[lm_g0 + lm_i]"), out_store) + s.str();

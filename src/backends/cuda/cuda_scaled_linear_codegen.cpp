@@ -54,12 +54,13 @@ std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) 
   return s.str();
 }
 
-std::string scaled_batches_epilogue(const std::function<std::string(const std::string&, DType)>& out_store) {
+std::string scaled_batches_epilogue(const std::string& width, const std::string& zero_store) {
   std::ostringstream s;
   s << "  if (lm_compact)\n"
-    << "    for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < lm_batches * lm_m * lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
-    << "      const long long lm_zb = lm_z / (lm_m * lm_n);\n"
-    << "      if (!((lm_on_bits[lm_zb >> 5] >> (lm_zb & 31)) & 1u)) { const float lm_v = 0.0f; " << out_store("lm_z", DType::F32) << "      }\n"
+    << "    for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < lm_batches * lm_m * " << width
+    << "; lm_z += (long long)gridDim.x * blockDim.x) {\n"
+    << "      const long long lm_zb = lm_z / (lm_m * " << width << ");\n"
+    << "      if (!((lm_on_bits[lm_zb >> 5] >> (lm_zb & 31)) & 1u)) { " << zero_store << "      }\n"
     << "    }\n";
   return s.str();
 }
