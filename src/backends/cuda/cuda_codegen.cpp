@@ -205,6 +205,14 @@ std::string rms_scale(const char* loop, const std::string& x, double eps) {
          "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
 }
 
+// The same for a row held in registers, four values a thread in lm_xs (zeros past the row),
+// into lm_ss (declared zero before) and lm_scale.
+std::string rms_scale_of_registers(double eps) {
+  return "    #pragma unroll\n    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
+         "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+         "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
+}
+
 // Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
 // a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
 bool linear_output(const Graph& g, NodeId id) {
@@ -856,10 +864,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "      lm_cs[lm_u] = lm_in ? (float)lm_ld2(lm_at(lm_k)) : 0.0f;\n"
       << "      lm_sn[lm_u] = lm_in ? (float)lm_ld3(lm_at(lm_k)) : 0.0f;\n"
       << "    }\n"
-      << "    #pragma unroll\n"
-      << "    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
-      << "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-      << "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+      << rms_scale_of_registers(n.constant)
       << "    #pragma unroll\n"
       << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
       << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
@@ -912,10 +917,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
             << "      lm_xs[lm_u] = lm_k < lm_len ? lm_x(lm_k) : 0.0f;\n"
             << "      lm_gs[lm_u] = " << (gain ? "lm_k < lm_len ? (float)lm_ld1(lm_at(lm_k)) : 0.0f" : "1.0f") << ";\n"
             << "    }\n"
-            << "    #pragma unroll\n"
-            << "    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
-            << "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
-            << "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " << float_lit(n.constant) << ");\n"
+            << rms_scale_of_registers(n.constant)
             << "    #pragma unroll\n"
             << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
             << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
