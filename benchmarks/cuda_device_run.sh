@@ -192,3 +192,5 @@ fi
 # the smaller models are gone, and the process loading it needs the rest of the memory).
 if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH"; fi
 done
+echo "== summary [${SECONDS}s]"
+python3 benchmarks/cuda_bench_summary.py "$OUT"
