@@ -71,6 +71,22 @@ TEST(CudaCodegen, ASoftmaxsFirstReaderCanComputeIt) {
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
 
+// A softmax over a long row (a vocabulary) stays a kernel of its own: each of its reader's
+// blocks would pass over the whole row.
+TEST(CudaCodegen, ALongSoftmaxIsNotFoldedIntoItsReader) {
+  Graph g;
+  Tensor logits = input(g, "logits", DType::F32, {Expr::var("s"), 5000});
+  (softmax(logits, -1) * 2.0f + 1.0f).output("y");
+  const Graph plan = plan_of(g);
+  const PlanKernels k = generate_plan_kernels(plan);
+  int softmaxes = 0;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    softmaxes += plan.node(id).op == OpKind::Kernel && plan.node(id).kernel == "Softmax";
+    EXPECT_FALSE(k.per_node[id] && k.per_node[id]->softmax_fold) << plan.node(id).kernel;
+  }
+  EXPECT_EQ(softmaxes, 1) << plan.dump();
+}
+
 // One token: the softmax launches nothing and the chosen experts and weights are the
 // reference's; three tokens: the softmax runs. Recorded and replayed graphs, with and without.
 TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {

@@ -329,7 +329,10 @@ bool column_reduction(const std::vector<Expr>& shape, size_t axis) {
 }
 
 // The Softmax that fused kernel `id` may compute itself (NodeKernels::softmax_fold): one over
-// the last axis, f32, of an f32, bf16 or f16 value, read by some of the node's inputs.
+// the last axis, f32, of an f32, bf16 or f16 value, read by some of the node's inputs. Its rows
+// are short (an MoE router's experts): every block of the reader passes over the row twice, which
+// over a vocabulary would cost far more than the softmax's launch.
+constexpr int64_t kMaxFoldedSoftmax = 1024;
 std::optional<NodeId> softmax_read_by(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   if (n.op != OpKind::Kernel || (n.kernel != "Fused" && n.kernel != "FusedSum" && n.kernel != "FusedMax")) return std::nullopt;
@@ -338,6 +341,8 @@ std::optional<NodeId> softmax_read_by(const Graph& g, NodeId id) {
     if (sm.op != OpKind::Kernel || sm.kernel != "Softmax" || sm.dtype != DType::F32 || sm.inputs.size() != 1 || sm.shape.empty() ||
         sm.axis != sm.shape.size() - 1)
       continue;
+    const std::optional<int64_t> len = sm.shape.back().as_const();
+    if (!len || *len > kMaxFoldedSoftmax) continue;
     const DType t = g.node(sm.inputs[0].src).dtype;
     if (t == DType::F32 || t == DType::BF16 || t == DType::F16) return e.src;
   }
