@@ -349,6 +349,36 @@ std::optional<NodeId> softmax_read_by(const Graph& g, NodeId id) {
   return std::nullopt;
 }
 
+// The one node that reads any of `of` (through any number of its inputs); nullopt where none or
+// several do.
+std::optional<NodeId> sole_reader(const Graph& g, const std::vector<NodeId>& of) {
+  std::optional<NodeId> reader;
+  for (NodeId r = 0; r < g.size(); ++r)
+    for (const Edge& e : g.node(r).inputs)
+      if (std::find(of.begin(), of.end(), e.src) != of.end()) {
+        if (reader && *reader != r) return std::nullopt;
+        reader = r;
+      }
+  return reader;
+}
+
+// The store of a gated product (an f32 Fused node of two inputs, input `up_input` the up half)
+// at a GEMV's store: the node's program of each (gate, up) pair, written as the node writes it.
+GatedEpilogue gated_epilogue(const Graph& g, NodeId product, const Expr& half, int up_input, const std::vector<std::string>& graph_dims) {
+  const FusedProgram prog = FusedProgram::decode(g.node(product).code);
+  auto writer = std::make_shared<KernelWriter>(g, product, graph_dims);
+  return GatedEpilogue{half, [prog, writer, up_input](const std::string& at, const std::string& gate, const std::string& up) {
+                         std::ostringstream s;
+                         s << "{\n";
+                         for (int i = 0; i < 2; ++i) s << "          const float x" << i << " = " << (i == up_input ? up : gate) << ";\n";
+                         if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", "          "))
+                           throw Error("CUDA backend: cannot generate a gated product's program");
+                         s << "          " << writer->out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype)
+                           << "        }\n";
+                         return s.str();
+                       }};
+}
+
 // The gated product that is ScaledMatmul `id`'s one reader (an MoE's act(gate) * up over its
 // experts' gate/up products, [E, m, 2h]): an f32 Fused node of two inputs, the first and the
 // second half of the last axis, each read in order. With the half (h) and which input is up.
@@ -360,13 +390,7 @@ struct GatedExperts {
 std::optional<GatedExperts> gated_experts_of(const Graph& g, NodeId id) {
   const Node& sm = g.node(id);
   if (sm.dtype != DType::F32 || sm.shape.size() < 2) return std::nullopt;
-  std::optional<NodeId> reader;
-  for (NodeId r = 0; r < g.size(); ++r)
-    for (const Edge& e : g.node(r).inputs)
-      if (e.src == id) {
-        if (reader && *reader != r) return std::nullopt;
-        reader = r;
-      }
+  const std::optional<NodeId> reader = sole_reader(g, {id});
   if (!reader) return std::nullopt;
   const Node& p = g.node(*reader);
   if (p.op != OpKind::Kernel || p.kernel != "Fused" || p.dtype != DType::F32 || p.inputs.size() != 2 || p.shape.size() != sm.shape.size())
@@ -682,16 +706,16 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     r.launches.push_back({w.finish(body, functions), Launch::Grid::Elements, count});
   };
   // The node's launch again, computing the softmax it reads (NodeKernels::softmax_fold).
-  auto softmax_fold = [&](KernelWriter& kw, NodeKernels& into, const std::function<Launch()>& again) {
+  auto softmax_fold = [&](const std::function<Launch()>& again) {
     const std::optional<NodeId> sm = softmax_read_by(g, id);
     if (!sm) return;
-    kw.set_softmax_fold(sm);
+    w.set_softmax_fold(sm);
     Launch l = again();
-    kw.set_softmax_fold(std::nullopt);
+    w.set_softmax_fold(std::nullopt);
     l.softmax_out = true;
-    into.softmax_fold = std::make_shared<NodeKernels>();
-    into.softmax_fold->launches.push_back(l);
-    into.softmax_node = *sm;
+    r.softmax_fold = std::make_shared<NodeKernels>();
+    r.softmax_fold->launches.push_back(l);
+    r.softmax_node = *sm;
   };
   // One block per item of `work`, with `shared` bytes of dynamic shared memory. Launches may size
   // their grid for larger dims than this run's (a replayed CUDA graph): blocks past the work
@@ -789,7 +813,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                      : per_block(s.str(), rows_of(in_shape, n.axis), Expr(0), in_shape.at(n.axis));
     };
     r.launches.push_back(launch());
-    softmax_fold(w, r, [&] { return launch(); });
+    softmax_fold(launch);
     if (auto product = expert_product_of(g, id)) expert_sum_kernels(g, id, *product, epi, pro ? pro->n_inputs : 1, graph_dims, functions, r);
     return r;
   }
@@ -800,14 +824,15 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
   const bool words = n.dtype == DType::F32 && (k == "Fused" || k == "RMSNormMul") && feeds_only_linear_layers(g, id);
   if (k == "Fused") {
     const FusedProgram p = FusedProgram::decode(n.code);
-    elementwise(w.program_at(p, "lm_z", "    "));
-    softmax_fold(w, r, [&] { return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count}; });
+    // The program over every element, as the writer's settings (words, a softmax fold) say.
+    auto program_launch = [&] {
+      return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
+    };
+    r.launches.push_back(program_launch());
+    softmax_fold(program_launch);
     if (words) {
-      auto words_launch = [&] {
-        return Launch{w.finish(count_decl + kGridLoop + w.program_at(p, "lm_z", "    ") + "  }\n", functions), Launch::Grid::Elements, count};
-      };
       w.set_words(true);
-      r.words = words_launch();
+      r.words = program_launch();
       // With bf16 activations, a prefill's gate and up products may reach the gated product as
       // bf16 (the library's GEMMs round their sums once): its words read from those.
       if (options.bf16_activations) {
@@ -819,7 +844,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         }
         if (any) {
           w.set_narrow_inputs(narrow);
-          r.words_narrow = words_launch();
+          r.words_narrow = program_launch();
           r.narrow_inputs = narrow;
           w.set_narrow_inputs({});
         }
@@ -1071,18 +1096,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // that is the experts' one reader (NodeKernels::gated): for a decode, whose product then
       // launches nothing (CudaExecutor::gates_experts).
       if (const std::optional<GatedExperts> ge = gated_experts_of(g, id)) {
-        const Node& pn = g.node(ge->product);
-        const FusedProgram prog = FusedProgram::decode(pn.code);
-        KernelWriter pw(g, ge->product, graph_dims);
-        const GatedEpilogue epi{ge->half, [&](const std::string& at, const std::string& gate, const std::string& up) {
-                                  std::ostringstream o;
-                                  o << "{\n";
-                                  for (int i = 0; i < 2; ++i) o << "          const float x" << i << " = " << (i == ge->up_input ? up : gate) << ";\n";
-                                  if (!emit_program(o, prog, [](int x) { return "x" + std::to_string(x); }, {DType::F32, DType::F32}, "v", "          "))
-                                    throw Error("CUDA backend: cannot generate an MoE's gated product");
-                                  o << "          " << pw.out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype) << "        }\n";
-                                  return o.str();
-                                }};
+        const GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
         auto gk = std::make_shared<NodeKernels>();
         for (int cap : {0, 4})
           for (const LinearVariant& v : kLinearVariants) {
@@ -1202,13 +1216,7 @@ namespace {
 // act(gate) * up).
 std::optional<NodeId> gated_product_of(const Graph& g, const std::vector<NodeId>& members, const std::vector<Expr>& widths) {
   if (members.size() != 2 || !(widths[0] == widths[1])) return std::nullopt;
-  std::optional<NodeId> reader;
-  for (NodeId r = 0; r < g.size(); ++r)
-    for (const Edge& e : g.node(r).inputs)
-      if (e.src == members[0] || e.src == members[1]) {
-        if (reader && *reader != r) return std::nullopt;
-        reader = r;
-      }
+  const std::optional<NodeId> reader = sole_reader(g, members);
   if (!reader) return std::nullopt;
   const Node& p = g.node(*reader);
   if (p.op != OpKind::Kernel || p.kernel != "Fused" || p.dtype != DType::F32 || p.inputs.size() != 2 || p.inputs[0].src == p.inputs[1].src)
@@ -1286,23 +1294,7 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
   // The gated product that reads the two members alone, where there is one.
   const std::optional<NodeId> product = gated_product_of(g, members, widths);
   std::optional<GatedEpilogue> gated;
-  if (product) {
-    const Node& p = g.node(*product);
-    const FusedProgram prog = FusedProgram::decode(p.code);
-    auto writer = std::make_shared<KernelWriter>(g, *product, graph_dims);
-    gated = GatedEpilogue{widths[0], [&g, members, product, prog, writer](const std::string& at, const std::string& gate, const std::string& up) {
-                            const Node& pn = g.node(*product);
-                            std::ostringstream s;
-                            s << "{\n";
-                            for (size_t i = 0; i < 2; ++i)
-                              s << "          const float x" << i << " = " << (pn.inputs[i].src == members[0] ? gate : up) << ";\n";
-                            if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", "          "))
-                              throw Error("CUDA backend: cannot generate a gated product's program");
-                            s << "          " << writer->out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype)
-                              << "        }\n";
-                            return s.str();
-                          }};
-  }
+  if (product) gated = gated_epilogue(g, *product, widths[0], g.node(*product).inputs[0].src == members[0] ? 1 : 0, graph_dims);
   std::optional<NodeKernels> k = schedules(la, nullptr);
   if (!k) return std::nullopt;
   auto with_gated = [&](NodeKernels& into, const ViewLayer* a, const NormPrologue* norm) {

@@ -21,6 +21,11 @@ constexpr int kBlockThreads = 256;
 // threads: a decode step's rows are one block each, latency-bound with 256 threads.
 constexpr int kRowMaxThreads = 1024;
 
+// A ScaledMatmul GEMV lists the batches (an MoE's experts) whose scale is not zero in shared
+// memory where there are at most kMaxListedBatches of them and kMaxListedBatchRows batch rows
+// in all (its lm_compact: a decode); past that its units run over every batch.
+constexpr int64_t kMaxListedBatches = 1024, kMaxListedBatchRows = 16384;
+
 // One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims a
 // pointer to the plan's dynamic dims in device memory, as int64 values in the order of
 // Graph::dims(): a run writes them there, so a recorded CUDA graph replays with new dims.

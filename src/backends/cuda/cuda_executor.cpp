@@ -1258,7 +1258,7 @@ bool CudaExecutor::gates_experts(NodeId id) {
     int64_t batches = 1;
     for (size_t d = 0; d + 2 < shape.size(); ++d) batches *= at(shape[d]);
     const int64_t rows = at(shape[shape.size() - 2]);
-    if (rows > kExpertSumMaxRows || batches > 1024 || batches * rows > 16384) return false;
+    if (rows > kExpertSumMaxRows || batches > kMaxListedBatches || batches * rows > kMaxListedBatchRows) return false;
   }
   return true;
 }

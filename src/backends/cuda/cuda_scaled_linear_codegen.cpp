@@ -24,7 +24,6 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
   return s.str();
 }
 
-static constexpr int kMaxListedBatches = 1024;
 std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) {
   const size_t r = a->shape.size();
   std::ostringstream s;
@@ -32,7 +31,7 @@ std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) 
     << "  __shared__ unsigned lm_on_bits[" << kMaxListedBatches / 32 << "];\n"
     << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
     << "  const long long lm_batches = lm_count / (lm_m * lm_n);\n"
-    << "  const bool lm_compact = lm_batches <= " << kMaxListedBatches << " && lm_batches * lm_m <= 16384;\n"
+    << "  const bool lm_compact = lm_batches <= " << kMaxListedBatches << " && lm_batches * lm_m <= " << kMaxListedBatchRows << ";\n"
     << "  if (lm_compact) {\n"
     << "    if (threadIdx.x == 0) lm_nact = 0;\n"
     << "    __syncthreads();\n"
