@@ -2,12 +2,11 @@
 // CudaOptions::softmax_in_readers): an MoE's routing as the decoder writes it.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/nvrtc.h"
 #include "compiler/compile.h"
+#include "cuda/cuda_cases.h"
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "runtime/interpreter.h"
@@ -40,16 +39,6 @@ Graph plan_of(const Graph& g) {
   CompileOptions o;
   o.dedup = false;
   return compile(g, o).plan;
-}
-
-Buffer random_f32(std::vector<int64_t> shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  int64_t n = 1;
-  for (int64_t v : shape) n *= v;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = d(rng);
-  return Buffer::f32(v, std::move(shape));
 }
 
 // The softmax's first reader in the plan is the count, a fused reduction: it has the form.
@@ -102,8 +91,8 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
       const int64_t s = rounds[round];
       const int64_t before = cuda.softmaxes_folded();
       Interpreter ref(g);
-      const Buffer x = random_f32({s, kHidden}, static_cast<uint32_t>(round * 7 + 1));
-      const Buffer router = random_f32({kExperts, kHidden}, 3).cast(DType::BF16);
+      const Buffer x = testing::random_buffer(DType::F32, {s, kHidden}, static_cast<uint32_t>(round * 7 + 1), -1, 1);
+      const Buffer router = testing::random_buffer(DType::BF16, {kExperts, kHidden}, 3, -1, 1);
       ref.set_input("x", x);
       ref.set_input("router", router);
       cuda.set_input("x", x);
