@@ -50,8 +50,13 @@ spec() {  # sets NAME (the architecture), L (layers or empty) and ARCH (the mode
   NAME=${1%%:*}
   if [ "$1" != "$NAME" ]; then L=${1#*:}; ARCH=$NAME-$L; else L=${LAYERS:-}; ARCH=$NAME; fi
 }
-( for SPEC in $ARCHS; do
+( PREV=""
+  for SPEC in $ARCHS; do
     spec "$SPEC"
+    # With DROP_MODELS, a model is made once the one before it is gone: /dev/shm holds the 61 GB
+    # MoE only alone (session 30: made beside the 8B and an 8-layer MoE, it failed to write).
+    if [ -n "${DROP_MODELS:-}" ] && [ -n "$PREV" ]; then while [ -e "$MODELS/$PREV" ]; do sleep 1; done; fi
+    PREV=$ARCH
     # A model another call is already making (or made) there is waited for, not made again.
     [ -e "$MODELS/$ARCH" ] && continue
     # .made either way, so the benchmark loop stops waiting; a failed or killed maker (session
@@ -86,7 +91,11 @@ spec "$SPEC"
 echo "== random $ARCH [${SECONDS}s]"
 while [ ! -e "$MODELS/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
-if [ -e "$MODELS/$ARCH.failed" ]; then echo "making $ARCH failed (see make_$ARCH.txt): its runs are skipped"; continue; fi
+if [ -e "$MODELS/$ARCH.failed" ]; then
+  echo "making $ARCH failed (see make_$ARCH.txt): its runs are skipped"
+  if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH"; fi
+  continue
+fi
 echo "== luminal --backend cuda [${SECONDS}s]"
 "$BIN/luminal" bench --model "$MODELS/$ARCH" --backend cuda --prompt-tokens "${PROMPT:-128}" --new-tokens "${NEW:-16}" ${PROFILE:+--profile} ${TIMELINE:+--timeline $TIMELINE} \
   --iters ${ITERS:-5} --context "${CONTEXT:-512}" > "$OUT/bench_$ARCH.txt" 2>&1

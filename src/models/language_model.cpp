@@ -162,7 +162,9 @@ std::string LanguageModel::jit_status() const {
     return std::to_string(cuda_->kernel_functions()) + " CUDA functions, " +
            (cuda_->compiled_from_cache() ? std::string("loaded from the CUBIN cache in ") : std::string("compiled with NVRTC in ")) + ms +
            " ms; runs: " + std::to_string(g.launched) + " launched, " + std::to_string(g.recorded) + " recorded as CUDA graphs, " +
-           std::to_string(g.replayed) + " replayed; " + std::to_string(g.dropped) + " graph drops";
+           std::to_string(g.replayed) + " replayed; " + std::to_string(g.dropped) + " graph drops; in launched runs, " +
+           std::to_string(cuda_->launches_paired()) + " joined launches, " + std::to_string(cuda_->scatters_folded()) +
+           " cache writes by their producers";
   }
   if (backend_ != "cpu") return "no kernel generation on the " + backend_ + " backend";
   return jit_ ? jit_->status() : "kernel generation off";

@@ -773,9 +773,10 @@ TEST(CudaBackend, OutputArgmaxIsTheFirstLargestOfTheLastRow) {
   }
 }
 
-// A decoder's small kernels that the executor may pair (its rotaries, its cache writes) make
-// paired functions that compile; text that is not a generated function makes none.
-TEST(CudaCodegen, PairedFunctionsOfADecodersSmallKernelsCompile) {
+// A decoder's small kernels that the executor may join (its rotaries, its cache writes) make
+// joined functions that compile; text that is not a generated function makes none. The key
+// rotary, whose value only the key cache write reads, takes that write's destination and index.
+TEST(CudaCodegen, JoinedFunctionsOfADecodersSmallKernelsCompile) {
   Graph plan = bf16_decoder_plan("llama-tiny");
   PlanKernels k = generate_plan_kernels(plan);
   auto text = [&](const std::string& name) {
@@ -784,35 +785,55 @@ TEST(CudaCodegen, PairedFunctionsOfADecodersSmallKernelsCompile) {
     return std::string();
   };
   std::map<std::string, std::vector<std::string>> by_kind;  // the functions of the first layer's nodes of each kind
+  int key_rotaries = 0;
   for (NodeId id : plan.topo_order()) {
     const Node& n = plan.node(id);
     const std::string kind = n.op == OpKind::Scatter ? "Scatter" : n.kernel;
     if (kind == "Rotary" || kind == "Scatter" || kind == "RMSNormMul" || kind == "Fused")
       by_kind[kind].push_back(k.per_node[id]->launches.back().function);
+    if (kind == "Rotary" && k.per_node[id]->scatter_node) {
+      ++key_rotaries;
+      const Node& sc = plan.node(*k.per_node[id]->scatter_node);
+      EXPECT_EQ(sc.op, OpKind::Scatter);
+      EXPECT_EQ(sc.inputs[2].src, id);
+      EXPECT_TRUE(k.per_node[id]->launches.back().scatter_out);
+      EXPECT_NE(text(k.per_node[id]->launches.back().function).find("char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx"),
+                std::string::npos);
+    }
   }
+  EXPECT_EQ(key_rotaries, static_cast<int>(fixture_config("llama-tiny").layer.size()));  // a key rotary a layer, not the queries'
   ASSERT_GE(by_kind["Rotary"].size(), 2u);
   ASSERT_GE(by_kind["Scatter"].size(), 2u);
   ASSERT_GE(by_kind["RMSNormMul"].size(), 1u);
   ASSERT_GE(by_kind["Fused"].size(), 1u);
-  // Two rotaries, two cache writes, and a row kernel (blocks of up to 1024 threads) with an
-  // elementwise one: the larger bound is the pair's.
-  for (auto [a, b, bound] : {std::tuple{"Rotary", "Rotary", 256}, {"Scatter", "Scatter", 256}, {"RMSNormMul", "Fused", 1024}}) {
-    const std::string fa = by_kind[a][0], fb = std::string(a) == b ? by_kind[b][1] : by_kind[b][0];
-    const std::optional<PairedFunction> p = paired_function(text(fa), text(fb));
-    ASSERT_TRUE(p) << a << " + " << b;
-    EXPECT_EQ(p->name.rfind("lm_Pair_", 0), 0u);
-    EXPECT_NE(p->text.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(bound) + ") " + p->name + "("), std::string::npos)
-        << p->text;
+  // Two rotaries with a cache write, two cache writes, and a row kernel (blocks of up to 1024
+  // threads) with an elementwise one: the largest bound is the join's.
+  struct Case {
+    std::vector<std::string> functions;
+    int bound;
+  };
+  for (const Case& c : {Case{{by_kind["Rotary"][0], by_kind["Rotary"][1], by_kind["Scatter"][1]}, 256},
+                        Case{{by_kind["Scatter"][0], by_kind["Scatter"][1]}, 256}, Case{{by_kind["RMSNormMul"][0], by_kind["Fused"][0]}, 1024}}) {
+    std::vector<std::string> texts;
+    for (const std::string& f : c.functions) texts.push_back(text(f));
+    const std::optional<JoinedFunction> j = joined_function(texts);
+    ASSERT_TRUE(j) << c.functions[0];
+    EXPECT_EQ(j->name.rfind("lm_Joined_", 0), 0u);
+    EXPECT_NE(j->text.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(c.bound) + ") " + j->name + "("), std::string::npos)
+        << j->text;
+    EXPECT_NE(j->text.find("const unsigned lm_split" + std::to_string(c.functions.size() - 2) + ") {"), std::string::npos) << j->text;
     if (have_nvrtc()) {
-      EXPECT_NO_THROW(nvrtc_compile(cuda_prelude() + p->text, "sm_90", "")) << a << " + " << b;
+      EXPECT_NO_THROW(nvrtc_compile(cuda_prelude() + j->text, "sm_90", "")) << c.functions[0];
     }
   }
-  EXPECT_FALSE(paired_function("__global__ void f() {}", text(by_kind["Rotary"][0])));
+  EXPECT_FALSE(joined_function({"__global__ void f() {}", text(by_kind["Rotary"][0])}));
+  EXPECT_FALSE(joined_function({text(by_kind["Rotary"][0])}));
 }
 
-// Decode steps of fixture decoders with paired launches on and off give the same logits, bit for
-// bit (the kernels are the same, launched together), launched, recorded and replayed.
-TEST(CudaBackend, PairedLaunchesChangeNoValue) {
+// Decode steps of fixture decoders with joined launches on and off, and with the key cache
+// writes stored by the rotaries or not, give the same logits, bit for bit (the kernels are the
+// same, launched together or storing elsewhere), launched, recorded and replayed.
+TEST(CudaBackend, JoinedLaunchesChangeNoValue) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
   for (const char* name : {"llama-tiny", "qwen3-moe-tiny"}) {
     Graph plan = bf16_decoder_plan(name);
@@ -826,28 +847,34 @@ TEST(CudaBackend, PairedLaunchesChangeNoValue) {
       for (const Expr& e : n.shape) shape.push_back(e.value());
       weights[n.name] = n.name.rfind("cache", 0) == 0 ? Buffer(n.dtype, shape) : testing::random_buffer(n.dtype, shape, seed++, -0.5f, 0.5f);
     }
-    CudaExecutor paired(plan, "", CudaOptions{}), single(plan, "", CudaOptions{.pair_launches = false});
-    for (CudaExecutor* cuda : {&paired, &single})
+    // The first schedule of each GEMV everywhere: timing may pick others, which sum in another order.
+    CudaExecutor paired(plan, "", CudaOptions{.tune_variants = false}), single(plan, "", CudaOptions{.tune_variants = false, .pair_launches = false}),
+        unfolded(plan, "", CudaOptions{.tune_variants = false, .scatter_in_producers = false});
+    for (CudaExecutor* cuda : {&paired, &single, &unfolded})
       for (const auto& [n, b] : weights) cuda->set_input(n, b);
     int64_t past = 0;
     for (int64_t seq : {5, 1, 1, 1, 1}) {
       std::vector<int32_t> ids;
       for (int64_t i = 0; i < seq; ++i) ids.push_back(static_cast<int32_t>((past * 7 + i * 13 + 1) % vocab));
       std::vector<Buffer> logits;
-      for (CudaExecutor* cuda : {&paired, &single}) {
+      for (CudaExecutor* cuda : {&paired, &single, &unfolded}) {
         cuda->set_input("tokens", Buffer::i32(ids, {seq}));
         cuda->set_dim("seq", seq);
         cuda->set_dim("past", past);
         cuda->run();
         logits.push_back(cuda->output("logits"));
       }
-      ASSERT_EQ(logits[0].numel(), logits[1].numel());
-      for (size_t i = 0; i < logits[0].numel(); ++i)
-        ASSERT_EQ(logits[0].get(i), logits[1].get(i)) << name << " past " << past << " seq " << seq << " logit " << i;
+      for (int other : {1, 2}) {
+        ASSERT_EQ(logits[0].numel(), logits[other].numel());
+        for (size_t i = 0; i < logits[0].numel(); ++i)
+          ASSERT_EQ(logits[0].get(i), logits[other].get(i)) << name << " against " << other << " past " << past << " seq " << seq << " logit " << i;
+      }
       past += seq;
     }
     EXPECT_GT(paired.launches_paired(), 0) << name;
     EXPECT_EQ(single.launches_paired(), 0) << name;
+    EXPECT_GT(paired.scatters_folded(), 0) << name;  // the decode steps' key cache writes
+    EXPECT_EQ(unfolded.scatters_folded(), 0) << name;
     EXPECT_GT(paired.graph_stats().replayed, 0) << name;
   }
 }

@@ -58,6 +58,13 @@ class KernelWriter {
     softmax_ = softmax;
     set_extra_dims(softmax ? node_dims(g_.node(*softmax)) : std::vector<std::string>{});
   }
+  // Stores that go to Scatter `scatter`'s destination where the parameter lm_sdst is not null
+  // (NodeKernels::scatter_store): element z to lm_sdst[lm_sidx[z]], skipped out of range as the
+  // Scatter skips it. nullopt: none.
+  void set_scatter_store(std::optional<NodeId> scatter) {
+    scatter_ = scatter;
+    set_extra_dims(scatter ? node_dims(g_.node(*scatter)) : std::vector<std::string>{});
+  }
   // Inputs read as bf16 words where the node's dtype says f32 (NodeKernels::words_narrow).
   void set_narrow_inputs(std::vector<bool> narrow) { narrow_ = std::move(narrow); }
   // Stores as the bf16 words a library GEMM reads (NodeKernels::words): the f32 value's bf16 to
@@ -114,6 +121,7 @@ class KernelWriter {
     if (residual_param_) params << ", const char* __restrict__ lm_res";
     if (gain_param_) params << ", const char* __restrict__ lm_gain";
     if (softmax_) params << ", char* __restrict__ lm_smout";
+    if (scatter_) params << ", char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx";
     params << ", const long long* __restrict__ lm_dims)";
     std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" +
                        (softmax_ ? softmax_stats() : std::string()) + body + "}\n";
@@ -134,7 +142,13 @@ class KernelWriter {
     if (words_)
       return "{ const float lm_wv = " + convert(value, from, DType::F32) + "; const uint16_t lm_wh = lm_f32_bf16(lm_wv); ((uint16_t*)lm_out)[" + at +
              "] = lm_wh; if (lm_out1) ((uint16_t*)lm_out1)[" + at + "] = lm_f32_bf16(lm_wv - lm_bf16_f32(lm_wh)); }\n";
-    return "((" + std::string(storage_type(n_.dtype)) + "*)lm_out)[" + at + "] = " + store(n_.dtype, convert(value, from, n_.dtype)) + ";\n";
+    const std::string plain = "((" + std::string(storage_type(n_.dtype)) + "*)lm_out)[" + at + "] = " + store(n_.dtype, convert(value, from, n_.dtype)) + ";";
+    if (!scatter_) return plain + "\n";
+    const Node& sc = g_.node(*scatter_);
+    const DType it = g_.node(sc.inputs[1].src).dtype;
+    return "{ if (lm_sdst) { const long long lm_sk = (long long)((const " + std::string(storage_type(it)) + "*)lm_sidx)[" + at +
+           "]; if (lm_sk >= 0 && lm_sk < " + c(product_of(sc.shape, 0, sc.shape.size())) + ") ((" + storage_type(sc.dtype) + "*)lm_sdst)[lm_sk] = " +
+           store(sc.dtype, convert(value, from, sc.dtype)) + "; } else " + plain + " }\n";
   }
 
   // `x<i> = lm_ld<i>(at)` for every input, then the program, then the store at `at`.
@@ -157,7 +171,7 @@ class KernelWriter {
   size_t extra_outputs_ = 0;
   bool words_ = false, residual_param_ = false, gain_param_ = false;
   std::vector<bool> narrow_;
-  std::optional<NodeId> softmax_;
+  std::optional<NodeId> softmax_, scatter_;
 
   // set_softmax_fold: lm_sx(q) is the softmax's input at its flat index q (through its view, read
   // from the first input that reads the softmax), lm_se(q) the exponential the Softmax kernel
@@ -360,6 +374,18 @@ std::optional<NodeId> sole_reader(const Graph& g, const std::vector<NodeId>& of)
         reader = r;
       }
   return reader;
+}
+
+// The Scatter whose update (input 2) is node `id`'s whole value, which nothing else reads: a
+// key or value cache write, which `id`'s kernel may then do itself (NodeKernels::scatter_store).
+std::optional<NodeId> scatter_of_update(const Graph& g, NodeId id) {
+  const std::optional<NodeId> r = sole_reader(g, {id});
+  if (!r) return std::nullopt;
+  const Node& s = g.node(*r);
+  if (s.op != OpKind::Scatter || s.inputs.size() != 3 || s.inputs[2].src != id || s.inputs[0].src == id || s.inputs[1].src == id)
+    return std::nullopt;
+  if (g.node(s.inputs[1].src).dtype != DType::I32) return std::nullopt;
+  return r;
 }
 
 // The store of a gated product (an f32 Fused node of two inputs, input `up_input` the up half)
@@ -858,6 +884,17 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                        w.out_store("lm_z", "lm_ld2(lm_z)", w.in_dtype(2))),
            r;
   }
+  // A key cache's update computed here: the kernels may store it into the cache themselves.
+  if (k == "Rotary" || k == "RMSNormRotary")
+    if (const std::optional<NodeId> sc = scatter_of_update(g, id)) {
+      w.set_scatter_store(sc);
+      r.scatter_node = *sc;
+    }
+  auto scatter_params = [&] {
+    if (r.scatter_node)
+      for (Launch& l : r.launches) l.scatter_out = true;
+    return r;
+  };
   if (k == "Rotary") {
     const Expr d = w.in_shape(0).back();
     std::string body = "    const long long lm_dd = " + c(d) + ", lm_half = lm_dd / 2, lm_j = lm_z % lm_dd, lm_base = lm_z - lm_j;\n"
@@ -866,7 +903,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                        " : (float)lm_ld0(lm_base + lm_j - (lm_dd - lm_half));\n"
                        "    const float lm_a = lm_x * (float)lm_ld1(lm_z), lm_b = lm_rot * (float)lm_ld2(lm_z);\n    " +
                        w.out_store("lm_z", "lm_a + lm_b", DType::F32);
-    return elementwise(body), r;
+    return elementwise(body), scatter_params();
   }
   if (k == "RMSNormRotary") {
     // A block per row, as RMSNormMul: the sum of squares, then each element's rotary from the
@@ -910,7 +947,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "    const float lm_a = lm_xn(lm_k) * (float)lm_ld2(lm_at(lm_k)), lm_b = lm_rot * (float)lm_ld3(lm_at(lm_k));\n    "
       << w.out_store("lm_at(lm_k)", "lm_a + lm_b", DType::F32) << "  }\n";
     rows(s.str(), rows_of(w.in_shape(0), n.axis), w.in_shape(0).at(n.axis));
-    return r;
+    return scatter_params();
   }
   if (k == "Softmax" || k == "RMSNorm" || k == "RMSNormMul" || k == "LayerNorm") {
     auto body = [&] {

@@ -56,6 +56,10 @@ struct Launch {
   // A reader that computes the single-row softmax it reads (NodeKernels::softmax_fold): its
   // next parameter, lm_smout, is the Softmax's output, which its block 0 writes.
   bool softmax_out = false;
+  // A kernel whose value is a Scatter's whole update (NodeKernels::scatter_node): its next two
+  // parameters, lm_sdst and lm_sidx, are null or the Scatter's destination and index, and then
+  // it stores element z to lm_sdst[lm_sidx[z]] instead of its output.
+  bool scatter_out = false;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
@@ -143,6 +147,12 @@ struct NodeKernels {
   // over the row each (CudaExecutor::folds_softmax).
   std::shared_ptr<NodeKernels> softmax_fold;
   NodeId softmax_node = 0;
+  // A Rotary or RMSNormRotary whose value only Scatter `scatter_node` reads, as its update (a
+  // key cache write): its launches take the Scatter's destination and index (Launch::scatter_out)
+  // and store into the destination where given them. Where both of the Scatter's index and
+  // update read their buffers in order and it updates its destination in place (a decode), the
+  // Scatter then launches nothing (CudaExecutor::scatter_store_of).
+  std::optional<NodeId> scatter_node;
 };
 
 // A fixed function in every module, for feeding f32 activations to bf16 tensor-core GEMMs:
@@ -178,16 +188,17 @@ struct CodegenOptions {
 NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                               const CodegenOptions& options = {});
 
-// Two generated functions (whole texts from a FunctionSet) as one: blocks [0, lm_split) run the
-// first's body, the others the second's, each seeing its own part of the grid as blockIdx and
-// gridDim. Its parameters are the first's, the second's, then lm_split (unsigned). For two
-// small kernels of which neither reads what the other writes (a decode's two rotaries, its two
-// cache writes): one launch, and one wait on the kernel before, where there were two.
-// nullopt where a text is not a generated function.
-struct PairedFunction {
+// Generated functions (whole texts from a FunctionSet, two or more) as one: blocks
+// [0, lm_split0) run the first's body, [lm_split0, lm_split1) the second's and so on, each
+// seeing its own part of the grid as blockIdx and gridDim. Its parameters are each function's
+// in turn, then lm_split0 .. (unsigned, one fewer than the functions). For small kernels of
+// which none reads what another writes (a decode's two rotaries and its value cache write):
+// one launch, and one wait on the kernel before, where there were several. nullopt where a
+// text is not a generated function.
+struct JoinedFunction {
   std::string name, text;
 };
-std::optional<PairedFunction> paired_function(const std::string& first, const std::string& second);
+std::optional<JoinedFunction> joined_function(const std::vector<std::string>& texts);
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

@@ -248,6 +248,8 @@ void CudaExecutor::read_env_options() {
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
   if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
+  const char* scatter = std::getenv("LUMINAL_CUDA_SCATTER_STORE");
+  if (scatter && std::string(scatter) == "0") options_.scatter_in_producers = false;
   if (const char* concurrent = std::getenv("LUMINAL_CUDA_CONCURRENT_GEMMS"))  // 0, 1, or anything else: timed
     options_.concurrent_group_gemms = std::string(concurrent) == "0" ? 0 : std::string(concurrent) == "1" ? 1 : -1;
 }
@@ -480,7 +482,7 @@ DevicePtr CudaExecutor::zeroed_counters(NodeId id, int64_t count) {
 
 void CudaExecutor::give_back(DeviceBuffer b) {
   if (!b.ptr || b.kept) return;
-  if (pending_) held_.push_back(b);  // a held launch may still read it (flush_pending)
+  if (!pending_.empty()) held_.push_back(b);  // a held launch may still read it (flush_pending)
   else free_.emplace(b.bytes, b);
 }
 
@@ -496,6 +498,10 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (l.residual_in) args.push_back(&gemv_residual_);
   if (l.gain_in) args.push_back(&gemv_gain_);
   if (l.softmax_out) args.push_back(&softmax_out_);
+  if (l.scatter_out) {
+    args.push_back(&scatter_dst_);
+    args.push_back(&scatter_idx_);
+  }
   args.push_back(&dims_dev_);
   const auto [blocks, threads] = launch_shape(l);
   if (blocks <= 0) return;
@@ -527,81 +533,112 @@ const Launch* CudaExecutor::single_launch(NodeId id) const {
       k.words || k.words_narrow || k.launches.size() != (k.scatter ? 2u : 1u))
     return nullptr;
   const Launch& l = k.launches.back();  // a scatter's: the write of its updates, in place
-  if (!l.shared_bytes.is_const(0) || l.residual_in || l.gain_in || l.tensor_cores) return nullptr;
+  if (!l.shared_bytes.is_const(0) || l.residual_in || l.gain_in || l.softmax_out || l.tensor_cores) return nullptr;
   return &l;
 }
 
 void CudaExecutor::push_args(std::vector<void*>& args, const PendingLaunch& l) {
   args.push_back(const_cast<DevicePtr*>(&l.out));
   for (const DevicePtr& q : l.in) args.push_back(const_cast<DevicePtr*>(&q));
+  if (l.launch->scatter_out) {
+    args.push_back(const_cast<DevicePtr*>(&l.scatter_dst));
+    args.push_back(const_cast<DevicePtr*>(&l.scatter_idx));
+  }
   args.push_back(&dims_dev_);
 }
 
 void CudaExecutor::end_pending() {
-  pending_.reset();
+  pending_.clear();
   for (DeviceBuffer& b : held_) free_.emplace(b.bytes, b);
   held_.clear();
 }
 
 void CudaExecutor::flush_pending() {
-  if (pending_) {
-    const PendingLaunch& p = *pending_;
+  auto alone = [&](const PendingLaunch& p) {
     std::vector<void*> args;
     push_args(args, p);
     ctx_.launch(p.function, static_cast<unsigned>(p.shape.first), 1, 1, static_cast<unsigned>(p.shape.second), 0, args.data(),
                 options_.overlap_launches);
     ++launches_;
+  };
+  void* f = pending_.size() > 1 ? joined_launch_function() : nullptr;
+  if (f) {
+    std::vector<void*> args;
+    std::vector<unsigned> splits;
+    splits.reserve(pending_.size());
+    int64_t blocks = 0, threads = 0;
+    for (const PendingLaunch& p : pending_) {
+      push_args(args, p);
+      blocks += p.shape.first;
+      threads = std::max(threads, p.shape.second);
+      splits.push_back(static_cast<unsigned>(blocks));
+    }
+    for (size_t i = 0; i + 1 < splits.size(); ++i) args.push_back(&splits[i]);
+    ctx_.launch(f, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), 0, args.data(), options_.overlap_launches);
+    ++launches_;
+    ++launches_paired_;
+  } else {  // one held, or their join not compiled (a graph being recorded compiles nothing): in order
+    for (const PendingLaunch& p : pending_) alone(p);
   }
   end_pending();
 }
 
-bool CudaExecutor::launch_paired(const PendingLaunch& x, bool capturing) {
-  if (!pending_) return false;
-  const PendingLaunch& p = *pending_;
-  // One block size for both: equal, or the larger where both are at most kBlockThreads (every
-  // kernel that may pair strides over its block, and sizes its shared arrays for up to that).
-  const int64_t threads = std::max(p.shape.second, x.shape.second);
-  if ((p.shape.second != x.shape.second && threads > kBlockThreads) || p.shape.first + x.shape.first > 0x7fffffff) return false;
-  // Neither reads what the other writes (an in-place scatter writes its input 0's buffer).
-  for (DevicePtr q : x.in)
-    if (q && q == p.out) return false;
-  for (DevicePtr q : p.in)
-    if (q && q == x.out) return false;
-  if (x.out == p.out) return false;
-  const std::pair<std::string, std::string> key{p.launch->function, x.launch->function};
-  auto it = paired_functions_.find(key);
-  if (it == paired_functions_.end()) {
-    if (capturing) return false;  // compiled in an ordinary run first
-    void* f = nullptr;
-    std::string text_a, text_b;
-    for (size_t i = 0; i < kernels_.functions.names.size(); ++i) {
-      if (kernels_.functions.names[i] == key.first) text_a = kernels_.functions.texts[i];
-      if (kernels_.functions.names[i] == key.second) text_b = kernels_.functions.texts[i];
+void* CudaExecutor::joined_launch_function() {
+  std::vector<std::string> key;
+  for (const PendingLaunch& p : pending_) key.push_back(p.launch->function);
+  if (auto it = joined_functions_.find(key); it != joined_functions_.end()) return it->second;
+  if (capturing_) return nullptr;  // compiled in an ordinary run first
+  void* f = nullptr;
+  std::vector<std::string> texts;
+  for (const std::string& name : key)
+    for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
+      if (kernels_.functions.names[i] == name) texts.push_back(kernels_.functions.texts[i]);
+  if (auto jf = texts.size() == key.size() ? joined_function(texts) : std::nullopt) {
+    try {  // a join that does not compile runs as separate launches
+      const CompiledKernels c = nvrtc_compile(cuda_prelude() + jf->text, ctx_.arch(), cache_dir_);
+      joined_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
+      f = joined_modules_.back()->function(jf->name);
+    } catch (const Error& e) {
+      if (tune_log()) std::fprintf(stderr, "luminal cuda: %s and %zu more do not join: %s\n", key[0].c_str(), key.size() - 1, e.what());
     }
-    if (auto pf = text_a.empty() || text_b.empty() ? std::nullopt : paired_function(text_a, text_b)) {
-      try {  // a pair that does not compile runs as two launches
-        const CompiledKernels c = nvrtc_compile(cuda_prelude() + pf->text, ctx_.arch(), cache_dir_);
-        paired_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
-        f = paired_modules_.back()->function(pf->name);
-      } catch (const Error& e) {
-        if (tune_log()) std::fprintf(stderr, "luminal cuda: %s and %s do not pair: %s\n", key.first.c_str(), key.second.c_str(), e.what());
-        f = nullptr;
-      }
-    }
-    it = paired_functions_.emplace(key, f).first;
   }
-  if (!it->second) return false;
-  std::vector<void*> args;
-  push_args(args, p);
-  push_args(args, x);
-  unsigned split = static_cast<unsigned>(p.shape.first);
-  args.push_back(&split);
-  ctx_.launch(it->second, static_cast<unsigned>(p.shape.first + x.shape.first), 1, 1, static_cast<unsigned>(threads), 0, args.data(),
-              options_.overlap_launches);
-  ++launches_;
-  ++launches_paired_;
-  end_pending();
+  joined_functions_.emplace(key, f);
+  return f;
+}
+
+bool CudaExecutor::may_join(const PendingLaunch& x) const {
+  if (pending_.empty() || pending_.size() >= kMaxJoined) return false;
+  // One block size for all: equal, or the largest where all are at most kBlockThreads (every
+  // kernel that may join strides over its block, and sizes its shared arrays for up to that).
+  int64_t threads = x.shape.second, blocks = x.shape.first;
+  bool equal = true;
+  for (const PendingLaunch& p : pending_) {
+    threads = std::max(threads, p.shape.second);
+    equal = equal && p.shape.second == x.shape.second;
+    blocks += p.shape.first;
+  }
+  if ((!equal && threads > kBlockThreads) || blocks > 0x7fffffff) return false;
+  // None reads or writes what another writes (an in-place scatter writes its input 0's buffer;
+  // a kernel storing a scatter's update writes its destination too).
+  auto writes = [](const PendingLaunch& l, DevicePtr q) { return q && (q == l.out || q == l.scatter_dst); };
+  auto reads = [](const PendingLaunch& l) {  // a scatter's index (scatter_store_of) is read too
+    std::vector<DevicePtr> r = l.in;
+    r.push_back(l.scatter_idx);
+    return r;
+  };
+  for (const PendingLaunch& p : pending_) {
+    for (DevicePtr q : reads(x))
+      if (writes(p, q)) return false;
+    for (DevicePtr q : reads(p))
+      if (writes(x, q)) return false;
+    if (writes(p, x.out) || writes(p, x.scatter_dst)) return false;
+  }
   return true;
+}
+
+void CudaExecutor::hold_launch(const PendingLaunch& x) {
+  if (!may_join(x)) flush_pending();
+  pending_.push_back(x);
 }
 
 bool CudaExecutor::on_library(const LinearOperands& l) {
@@ -806,6 +843,8 @@ void CudaExecutor::run(bool wait) {
   deferred_norms_.clear();
   deferred_products_.clear();
   folded_softmaxes_.clear();
+  folded_scatters_.clear();
+  capturing_ = capture;
   end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
   std::vector<int> uses = readers_;
@@ -847,6 +886,11 @@ void CudaExecutor::run(bool wait) {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     const NodeKernels& k = *kernels_.per_node[id];
+    if (folded_scatters_.erase(id)) {  // the kernel computing its update stored it (scatter_store_of)
+      wrote_in_place(id, n);
+      ++scatters_folded_;
+      continue;
+    }
     const bool in_place_scatter = scatter_in_place(id, n, uses);
     const bool invariant = !in_place_scatter && n.op != OpKind::Output && keeps(id);
     if (invariant) {
@@ -954,10 +998,15 @@ void CudaExecutor::run(bool wait) {
         DeviceBuffer out;
         if (n.op == OpKind::Scatter) x.out = in[0];
         else x.out = (out = take(n.dtype, concrete(n.shape))).ptr;
-        if (!launch_paired(x, capture)) {
-          flush_pending();
-          pending_ = x;
-        }
+        if (single->scatter_out && k.scatter_node)
+          if (auto to = scatter_store_of(id, k, uses, [&](NodeId s) -> std::optional<DevicePtr> {
+                if (graph_.node(s).op != OpKind::Input && !live[s] && !in_place.count(s)) return std::nullopt;
+                return ptr_of(s);
+              })) {
+            std::tie(x.scatter_dst, x.scatter_idx) = *to;
+            folded_scatters_.insert(*k.scatter_node);
+          }
+        hold_launch(x);
         if (n.op == OpKind::Scatter) {
           wrote_in_place(id, n);
         } else {
@@ -1274,6 +1323,27 @@ bool CudaExecutor::folds_softmax(NodeId id) {
   for (size_t d = 0; d + 1 < n.shape.size(); ++d)
     if (eval(n.shape[d]) != 1 || eval_true(n.shape[d]) != 1) return false;
   return true;
+}
+
+std::optional<std::pair<DevicePtr, DevicePtr>> CudaExecutor::scatter_store_of(NodeId id, const NodeKernels& k, const std::vector<int>& uses,
+                                                                              const std::function<std::optional<DevicePtr>(NodeId)>& ready) {
+  if (!options_.scatter_in_producers || !k.scatter_node || readers_[id] != 1) return std::nullopt;
+  const NodeId sid = *k.scatter_node;
+  const Node& s = graph_.node(sid);
+  // In place (nothing else reads its destination from here on), and z of this node's value is
+  // z of the update and of the index, at every value of the dims this run's plan stands for.
+  if (!scatter_in_place(sid, s, uses) || !reads_in_order(s.inputs[1].view) || !reads_in_order(s.inputs[2].view)) return std::nullopt;
+  for (bool plan : {true, false}) {
+    auto at = [&](const Expr& e) { return plan ? eval(e) : eval_true(e); };
+    int64_t mine = 1, update = 1, index = 1;
+    for (const Expr& e : graph_.node(id).shape) mine *= at(e);
+    for (const Expr& e : s.inputs[2].view.shape()) update *= at(e);
+    for (const Expr& e : s.inputs[1].view.shape()) index *= at(e);
+    if (mine != update || index != update) return std::nullopt;
+  }
+  const std::optional<DevicePtr> dst = ready(s.inputs[0].src), idx = ready(s.inputs[1].src);
+  if (!dst || !idx) return std::nullopt;  // the index is computed later in the plan (the first layer's)
+  return std::pair{*dst, *idx};
 }
 
 bool CudaExecutor::defers_norm(NodeId id) {

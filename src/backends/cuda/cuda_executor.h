@@ -120,10 +120,14 @@ struct CudaOptions {
   // NodeKernels::softmax_fold launches nothing: that reader computes it from its input and
   // stores it for the others. Also LUMINAL_CUDA_SOFTMAX_FOLD=0.
   bool softmax_in_readers = true;
-  // Two adjacent nodes of the plan that each make one small launch, neither reading the other
-  // (a decode's rotaries of q and k, its two cache writes), run as one launch
-  // (paired_function): one launch and one wait on the kernel before where there were two.
-  // Also LUMINAL_CUDA_PAIRS=0.
+  // A key cache write whose update a Rotary or RMSNormRotary computes (a decode's keys, read
+  // in order) launches nothing: that kernel stores into the cache itself (NodeKernels::scatter_node).
+  // Also LUMINAL_CUDA_SCATTER_STORE=0.
+  bool scatter_in_producers = true;
+  // Adjacent nodes of the plan (up to kMaxJoined) that each make one small launch, none reading
+  // what another writes (a decode's rotaries of q and k and its value cache write), run as one
+  // launch (joined_function): one launch and one wait on the kernel before where there were
+  // several. Also LUMINAL_CUDA_PAIRS=0.
   bool pair_launches = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
@@ -193,7 +197,7 @@ class CudaExecutor {
   int64_t scratch_copies_skipped() const { return scratch_copies_skipped_; }
   // Kernel launches made launch by launch (not replayed from a CUDA graph), since construction.
   int64_t launches() const { return launches_; }
-  // Launches, since construction, that ran two nodes (pair_launches).
+  // Launches, since construction, that ran two or more nodes (pair_launches).
   int64_t launches_paired() const { return launches_paired_; }
   // Runs of a linear group whose GEMMs stored bf16 for their gated product (narrow_group).
   int64_t narrowed_groups() const { return narrowed_groups_; }
@@ -207,6 +211,9 @@ class CudaExecutor {
   // Softmaxes, since construction, that launched nothing: their first reader computed them
   // (softmax_in_readers).
   int64_t softmaxes_folded() const { return softmaxes_folded_; }
+  // Scatters (cache writes), since construction, that launched nothing: the kernel computing
+  // their update stored it (scatter_in_producers).
+  int64_t scatters_folded() const { return scatters_folded_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -256,12 +263,13 @@ class CudaExecutor {
   void launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in);
   // A launch's blocks and threads at this run's dims.
   std::pair<int64_t, int64_t> launch_shape(const Launch& l);
-  // Paired launches (pair_launches). A node whose one launch may pair (single_launch) is held
-  // back (pending_) until the next node that launches: that one joins it in one launch of their
-  // paired function where it also may pair and neither reads what the other writes; anything
-  // else launches it first (flush_pending). While a launch is held, buffers given back wait
-  // (held_): the pair's bodies run at once, so its second output must not reuse an input of the
-  // first. Paired functions are compiled when first needed, never while a graph is recorded.
+  // Joined launches (pair_launches). A node whose one launch may join others (single_launch) is
+  // held back (pending_) with those before it that may, until a node that launches otherwise,
+  // one that reads or writes what a held one writes, or kMaxJoined held: then they go as one
+  // launch of their joined function (flush_pending). While launches are held, buffers given
+  // back wait (held_): the joined bodies run at once, so a later output must not reuse an
+  // earlier input. Joined functions are compiled when first needed, never while a graph is
+  // recorded (the launches then go one by one).
   const Launch* single_launch(NodeId id) const;
   struct PendingLaunch {
     const Launch* launch = nullptr;
@@ -269,16 +277,24 @@ class CudaExecutor {
     DevicePtr out = 0;
     std::vector<DevicePtr> in;
     std::pair<int64_t, int64_t> shape;
+    DevicePtr scatter_dst = 0, scatter_idx = 0;  // Launch::scatter_out's parameters
   };
-  std::optional<PendingLaunch> pending_;
+  static constexpr size_t kMaxJoined = 4;
+  std::vector<PendingLaunch> pending_;
   std::vector<DeviceBuffer> held_;
   void flush_pending();
-  void end_pending();  // forgets the held launch (made or dropped) and gives back the held buffers
+  void end_pending();  // forgets the held launches (made or dropped) and gives back the held buffers
   void push_args(std::vector<void*>& args, const PendingLaunch& l);  // its (out, inputs, dims)
-  // The pair of X after the pending launch, launched, or false where they may not pair.
-  bool launch_paired(const PendingLaunch& x, bool capturing);
-  std::map<std::pair<std::string, std::string>, void*> paired_functions_;  // null: could not be made
-  std::vector<std::unique_ptr<Module>> paired_modules_;
+  // Holds X with the pending launches where it may join them (else launches those first and
+  // holds X alone).
+  void hold_launch(const PendingLaunch& x);
+  bool capturing_ = false;  // this run is being recorded as a CUDA graph
+  bool may_join(const PendingLaunch& x) const;
+  // The joined function of the held launches, compiled on first need; null where it cannot be
+  // made or a graph is being recorded.
+  void* joined_launch_function();
+  std::map<std::vector<std::string>, void*> joined_functions_;  // by the held functions; null: could not be made
+  std::vector<std::unique_ptr<Module>> joined_modules_;
   std::string cache_dir_;
   int64_t launches_paired_ = 0;
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
@@ -365,6 +381,16 @@ class CudaExecutor {
   std::vector<void*> softmax_fold_functions_;  // by node: its NodeKernels::softmax_fold
   DevicePtr softmax_out_ = 0;
   int64_t softmaxes_folded_ = 0;
+  // Where node `id`'s kernel stores its value into Scatter k.scatter_node's destination this
+  // run (scatter_in_producers): the Scatter updates its destination in place, its index is
+  // computed already, and its index and update read their buffers in order at this run's dims
+  // (so the update's element z goes to index[z]). Its (destination, index), else nullopt.
+  // folded_scatters_: such Scatters this run, which then launch nothing.
+  std::optional<std::pair<DevicePtr, DevicePtr>> scatter_store_of(NodeId id, const NodeKernels& k, const std::vector<int>& uses,
+                                                                  const std::function<std::optional<DevicePtr>(NodeId)>& ready);
+  std::set<NodeId> folded_scatters_;
+  DevicePtr scatter_dst_ = 0, scatter_idx_ = 0;  // Launch::scatter_out's parameters for launch()
+  int64_t scatters_folded_ = 0;
   // Whether a view reads its source in order from its start at this run's dims (then a linear
   // layer's scratch copy of its activations is skipped).
   bool reads_in_order(const View& v);

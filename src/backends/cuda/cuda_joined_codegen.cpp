@@ -1,4 +1,4 @@
-// Two generated functions as one launch (see paired_function).
+// Several generated functions as one launch (see joined_function).
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -50,34 +50,41 @@ std::string as_device_function(const FunctionParts& f, const std::string& name) 
 
 }  // namespace
 
-std::optional<PairedFunction> paired_function(const std::string& first, const std::string& second) {
-  const std::optional<FunctionParts> a = parts_of(first), b = parts_of(second);
-  if (!a || !b) return std::nullopt;
-  const std::string tag = hash_key(first + second);
-  const std::string fa = "lm_pa_" + tag, fb = "lm_pb_" + tag;
-  PairedFunction p;
-  p.name = "lm_Pair_" + tag;
+std::optional<JoinedFunction> joined_function(const std::vector<std::string>& texts) {
+  if (texts.size() < 2) return std::nullopt;
+  std::vector<FunctionParts> parts;
+  std::string all;
+  int max_threads = 0;
+  for (const std::string& t : texts) {
+    std::optional<FunctionParts> f = parts_of(t);
+    if (!f) return std::nullopt;
+    max_threads = std::max(max_threads, f->max_threads);
+    parts.push_back(std::move(*f));
+    all += t;
+  }
+  const std::string tag = hash_key(all);
+  JoinedFunction j;
+  j.name = "lm_Joined_" + tag;
   std::ostringstream s;
-  // Inside the two bodies, blockIdx and gridDim are their own part of the grid.
-  s << "#define blockIdx lm_vbi\n#define gridDim lm_vgd\n" << as_device_function(*a, fa) << as_device_function(*b, fb)
-    << "#undef blockIdx\n#undef gridDim\n"
-    << "extern \"C\" __global__ void __launch_bounds__(" << std::max(a->max_threads, b->max_threads) << ") " << p.name << "(";
-  auto params = [&](const FunctionParts& f, const char* prefix) {
-    for (size_t i = 0; i < f.param_names.size(); ++i) s << f.param_types[i] << prefix << i << ", ";
-  };
-  auto args = [&](const FunctionParts& f, const char* prefix) {
-    for (size_t i = 0; i < f.param_names.size(); ++i) s << ", " << prefix << i;
-  };
-  params(*a, "lm_a");
-  params(*b, "lm_b");
-  s << "const unsigned lm_split) {\n"
-    << "  if (blockIdx.x < lm_split) " << fa << "(make_uint3(blockIdx.x, 0, 0), dim3(lm_split, 1, 1)";
-  args(*a, "lm_a");
-  s << ");\n  else " << fb << "(make_uint3(blockIdx.x - lm_split, 0, 0), dim3(gridDim.x - lm_split, 1, 1)";
-  args(*b, "lm_b");
-  s << ");\n}\n\n";
-  p.text = s.str();
-  return p;
+  // Inside the bodies, blockIdx and gridDim are their own part of the grid.
+  s << "#define blockIdx lm_vbi\n#define gridDim lm_vgd\n";
+  for (size_t i = 0; i < parts.size(); ++i) s << as_device_function(parts[i], "lm_j" + std::to_string(i) + "_" + tag);
+  s << "#undef blockIdx\n#undef gridDim\n"
+    << "extern \"C\" __global__ void __launch_bounds__(" << max_threads << ") " << j.name << "(";
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (size_t p = 0; p < parts[i].param_names.size(); ++p) s << parts[i].param_types[p] << "lm_a" << i << "_" << p << ", ";
+  for (size_t i = 0; i + 1 < parts.size(); ++i) s << "const unsigned lm_split" << i << (i + 2 < parts.size() ? ", " : ") {\n");
+  // Function i takes blocks [lm_split(i-1), lm_split(i)) (0 and gridDim.x at the ends).
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string lo = i == 0 ? "0u" : "lm_split" + std::to_string(i - 1), hi = i + 1 < parts.size() ? "lm_split" + std::to_string(i) : "gridDim.x";
+    s << "  " << (i == 0 ? "" : "else ") << (i + 1 < parts.size() ? "if (blockIdx.x < " + hi + ") " : "") << "lm_j" << i << "_" << tag
+      << "(make_uint3(blockIdx.x - " << lo << ", 0, 0), dim3(" << hi << " - " << lo << ", 1, 1)";
+    for (size_t p = 0; p < parts[i].param_names.size(); ++p) s << ", lm_a" << i << "_" << p;
+    s << ");\n";
+  }
+  s << "}\n\n";
+  j.text = s.str();
+  return j;
 }
 
 }  // namespace luminal::cuda
