@@ -22,6 +22,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "runtime/huge_page_arena.h"
 #include "backends/cpu/amx_gemm.h"
+#include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/weight_gemm.h"
 #include "core/dtype.h"
 
@@ -125,7 +126,7 @@ const std::vector<std::pair<int64_t, int64_t>> kQwen3Layer = {{2048, 1024}, {102
 const std::vector<std::pair<int64_t, int64_t>> kQwen3Head = {{151936, 1024}};
 
 // Prefill: m rows against one 4096×4096 weight (compute-bound, so no rotation).
-double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps) {
+double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps, bool bf16_activations = false) {
   const int64_t N = 4096, K = 4096;
   std::vector<float> wf(static_cast<size_t>(N * K));
   std::vector<uint16_t> wb(wf.size());
@@ -138,7 +139,7 @@ double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps) {
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
     double t0 = now_s();
-    weight_gemm({a.data(), K, w, K, t, c.data(), N, m, N, K}, &pool);
+    weight_gemm({a.data(), K, w, K, t, c.data(), N, m, N, K, bf16_activations}, &pool);
     if (r > 0) times.push_back(now_s() - t0);
   }
   return 2.0 * static_cast<double>(m * N * K) / median(times) / 1e9;
@@ -233,6 +234,13 @@ int main(int argc, char** argv) {
     for (DType t : {DType::BF16, DType::F32}) {
       double gf = gemm_gflops(pool, t, m, reps);
       std::printf("GEMM %ldx4096 x 4096x4096 %-4s: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m), dtype_name(t),
+                  2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
+    }
+  // `--activations bf16`: A rounded to bf16 where the CPU multiplies bf16 pairs (AVX-512 BF16, AMX).
+  if (packed_gemm_has_bf16_pairs() || amx_available())
+    for (int64_t m : {32, 128, 512}) {
+      double gf = gemm_gflops(pool, DType::BF16, m, reps, true);
+      std::printf("GEMM %ldx4096 x 4096x4096 bf16, bf16 activations: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m),
                   2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
     }
   std::printf("GEMM_NN attention 512x512 x 512x64 f32, 16 heads: %.1f GFLOP/s\n", attention_values_gflops(pool, 512, 16, reps));

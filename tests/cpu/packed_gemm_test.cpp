@@ -21,7 +21,10 @@ enum class Entry { Packed, PackedNN, Dispatch, DispatchNN };
 
 // Fills A, B (as W [n, k] or, for the NN entries, B [k, n]) with padded strides, runs `entry`, and
 // compares every output with the double product; the padding columns of C must stay untouched.
-void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto) {
+// bf16_act: the activations taken as bf16 (WeightGemm::bf16_activations), so with bf16 weights
+// the double product is of A rounded to bf16.
+void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto,
+           bool bf16_act = false) {
   const bool nn = entry == Entry::PackedNN || entry == Entry::DispatchNN;
   std::mt19937 rng(static_cast<uint32_t>(m * 1009 + n * 31 + k));
   std::uniform_real_distribution<float> d(-1, 1);
@@ -35,7 +38,7 @@ void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* po
     wb[i] = f32_to_bf16(d(rng));
     wf[i] = t == DType::BF16 ? bf16_to_f32(wb[i]) : d(rng);
   }
-  WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k};
+  WeightGemm g{a.data(), lda, t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data(), ldw, t, c.data(), ldc, m, n, k, bf16_act};
   switch (entry) {
     case Entry::Packed: packed_weight_gemm(g, pool, kernel); break;
     case Entry::PackedNN: packed_gemm_nn(g, pool, kernel); break;
@@ -43,7 +46,11 @@ void check(Entry entry, int64_t m, int64_t n, int64_t k, DType t, ThreadPool* po
     case Entry::DispatchNN: gemm_nn(g, pool); break;
   }
   testing::expect_double_product(
-      c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[static_cast<size_t>(i * lda + p)]; },
+      c, ldc, m, n, k, -7.0f,
+      [&](int64_t i, int64_t p) {
+        const float x = a[static_cast<size_t>(i * lda + p)];
+        return bf16_act && t == DType::BF16 ? bf16_to_f32(f32_to_bf16(x)) : x;
+      },
       [&](int64_t p, int64_t j) { return nn ? wf[static_cast<size_t>(p * ldw + j)] : wf[static_cast<size_t>(j * ldw + p)]; },
       std::string(dtype_name(t)) + " kernel " + std::to_string(static_cast<int>(kernel)));
 }
@@ -72,6 +79,24 @@ TEST(PackedGemm, OddShapesCrossingEveryBlock) {
     check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3, kern);
     check(Entry::Packed, 13, 2100, 300, DType::F32, &pool3, kern);
   }
+}
+
+// bf16 activations on bf16 weights, on a CPU with AVX-512 BF16: the products of A rounded to bf16
+// (pairs of k in one word; odd k leaves a last half pair, odd row strides a W that is not in
+// whole words), summed in f32. Rows, columns and k cross every tile and block (KC = 384 values).
+TEST(PackedGemm, Bf16ActivationsMultiplyBf16Pairs) {
+  if (!packed_gemm_has_bf16_pairs()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  ThreadPool pool(2), pool3(3);
+  for (int64_t m : {1, 5, 7, 13, 128, 130})
+    for (int64_t n : {1, 17, 33, 1000})
+      for (int64_t k : {1, 2, 9, 31, 32, 33, 385, 770, 1031}) {
+        check(Entry::Packed, m, n, k, DType::BF16, nullptr, GemmKernel::Avx512, true);
+        check(Entry::Packed, m, n, k, DType::BF16, &pool, GemmKernel::Avx512, true);
+      }
+  check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3, GemmKernel::Avx512, true);
+  check(Entry::Dispatch, 64, 70, 300, DType::BF16, &pool, GemmKernel::Auto, true);
+  // f32 weights keep f32 activations: the plain product.
+  check(Entry::Packed, 13, 33, 70, DType::F32, &pool, GemmKernel::Avx512, true);
 }
 
 TEST(PackedGemm, RowMajorB) {

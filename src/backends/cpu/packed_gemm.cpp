@@ -1,5 +1,9 @@
 #include "backends/cpu/packed_gemm.h"
 
+// GCC 12's AVX-512 intrinsics fill their unused pass-through operands with a self-initialised
+// "undefined" vector, which its own -Wuninitialized then reports.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace luminal::cpu {
@@ -27,6 +32,9 @@ struct Tile {
   int mr, nr;
   int64_t kc;
   MicroKernel kernel;
+  // Panels of bf16 pairs (k and k + 1 in one 32-bit word, the layout VDPBF16PS reads) instead
+  // of f32: A rounded to bf16, W's words as stored. A panel then holds ceil(kc / 2) words a row.
+  bool pairs = false;
 };
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each W row while packing
 
@@ -143,6 +151,47 @@ __attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb
       for (int c = 0; c < tile_nr; ++c) dst[c] = c < nr ? b[c] : 0.0f;
     }
   }
+}
+
+// A rows [i, i + mr) × cols [p0, p0 + kc) rounded to bf16 (to nearest even), as pairs: word q of
+// row r, (A[r, 2q], A[r, 2q + 1]) with the first in the low half, into dst[q * tile_mr + r];
+// rows past mr and a last odd k's partner zero.
+__attribute__((target("avx512f,avx512bf16"), noinline)) void pack_a_pairs(const float* a, int64_t lda, int mr, int64_t kc, uint32_t* dst,
+                                                                       int tile_mr) {
+  const int64_t kq = (kc + 1) / 2;
+  for (int r = 0; r < tile_mr; ++r) {
+    uint32_t* out = dst + r;
+    if (r >= mr) {
+      for (int64_t q = 0; q < kq; ++q) out[q * tile_mr] = 0;
+      continue;
+    }
+    const float* row = a + r * lda;
+    int64_t q = 0;
+    for (; 2 * q + 32 <= kc; q += 16) {  // 32 values: VCVTNE2PS2BF16 puts the second operand's first
+      alignas(64) uint32_t t[16];
+      _mm512_store_si512(t, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * q + 16), _mm512_loadu_ps(row + 2 * q)));
+      for (int i = 0; i < 16; ++i) out[(q + i) * tile_mr] = t[i];
+    }
+    for (; q < kq; ++q)
+      out[q * tile_mr] = f32_to_bf16(row[2 * q]) | (2 * q + 1 < kc ? static_cast<uint32_t>(f32_to_bf16(row[2 * q + 1])) << 16 : 0u);
+  }
+}
+
+// Bᵀ = bf16 W rows [j, j + nr) × cols [p0, p0 + kc) as pairs: dst[q * tile_nr + c] = the word
+// (W[c, 2q], W[c, 2q + 1]), which is W's own 32-bit word where rows and p0 are even: those are
+// moved as they are by the f32 packing. Columns past nr and a last odd k's partner zero.
+void pack_b_pairs(const uint16_t* w, int64_t ldw, int nr, int64_t kc, uint32_t* dst, int tile_nr) {
+  const int64_t kq = (kc + 1) / 2;
+  int64_t q = 0;
+  if (ldw % 2 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0 && kc >= 2) {
+    q = kc / 2;
+    pack_b_transposed<false>(reinterpret_cast<const uint8_t*>(w), ldw / 2, nr, q, reinterpret_cast<float*>(dst), tile_nr);
+  }
+  for (; q < kq; ++q)
+    for (int c = 0; c < tile_nr; ++c) {
+      const uint16_t* x = w + c * ldw + 2 * q;
+      dst[q * tile_nr + c] = c >= nr ? 0u : x[0] | (2 * q + 1 < kc ? static_cast<uint32_t>(x[1]) << 16 : 0u);
+    }
 }
 
 // ---- micro-kernel ----
@@ -276,9 +325,62 @@ __attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const
   store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
 }
 
+// C[0:mr, 0:nr] (+)= A pairs · B pairs over kc values of k (ceil(kc / 2) words) with AVX-512
+// BF16: per word of k, two B loads and R broadcasts of A for 2R VDPBF16PS, each 32 products
+// (16 columns × 2 k) where an FMA makes 16. R (4, 8 or 12) of the panel's 12 rows.
+template <int R>
+__attribute__((target("avx512f,avx512bf16"), noinline)) void kernel_pairs_x32(int64_t kc, const float* ap, const float* bp, float* c,
+                                                                           int64_t ldc, bool accumulate, int mr, int nr) {
+  constexpr int MR = 12, NR = 32;
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(ap);
+  const uint32_t* b = reinterpret_cast<const uint32_t*>(bp);
+  prefetch_c_tile(c, ldc, mr, NR);
+  __m512 acc[R][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int64_t kq = (kc + 1) / 2;
+#pragma GCC unroll 2
+  for (int64_t q = 0; q < kq; ++q, a += MR, b += NR) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+    }
+  }
+  if (R == MR && mr == MR && nr == NR) {
+    for (int r = 0; r < MR; ++r, c += ldc) {
+      __m512 lo = acc[r][0], hi = acc[r][1];
+      if (accumulate) {
+        lo = _mm512_add_ps(lo, _mm512_loadu_ps(c));
+        hi = _mm512_add_ps(hi, _mm512_loadu_ps(c + 16));
+      }
+      _mm512_storeu_ps(c, lo);
+      _mm512_storeu_ps(c + 16, hi);
+    }
+    return;
+  }
+  alignas(64) float t[R * NR];  // through a buffer: the rows that exist, columns up to nr
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(t + r * NR, acc[r][0]);
+    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+  }
+  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+}
+
+void kernel_pairs_12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr, int nr) {
+  if (mr <= 4) return kernel_pairs_x32<4>(kc, a, b, c, ldc, accumulate, mr, nr);
+  if (mr <= 8) return kernel_pairs_x32<8>(kc, a, b, c, ldc, accumulate, mr, nr);
+  kernel_pairs_x32<12>(kc, a, b, c, ldc, accumulate, mr, nr);
+}
+
 constexpr Tile kAvx2Tile{6, 16, 256, kernel_6x16};
 // A [KC × 32] B panel is 32 KiB at KC = 256: with the A panel that fills a 48 KiB L1, so KC is 192.
 constexpr Tile kAvx512Tile{12, 32, 192, kernel_12x32};
+// The same bytes a panel as the f32 tile's: 192 words of pairs, 384 values of k.
+constexpr Tile kBf16PairsTile{12, 32, 384, kernel_pairs_12x32, true};
 
 // ---- blocked loops ----
 
@@ -300,11 +402,13 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
   // block is the whole range, so A is packed once per k block instead of once per NC columns
   // (perf had packing A at 4-6% of a prefill).
   const bool stream_b = i1 - i0 <= MC;
-  const int64_t kcb = block_size(g.k, t.kc, 1), mcb = block_size(i1 - i0, MC, t.mr);
+  // Pairs: k blocks even (but the last), so W's words stay whole; a panel's k column is a word.
+  const int64_t kcb = block_size(g.k, t.kc, t.pairs ? 2 : 1), mcb = block_size(i1 - i0, MC, t.mr);
   const int64_t ncb = stream_b ? j1 - j0 : block_size(j1 - j0, NC, t.nr);
-  float* ap = scratch(a_buf, static_cast<size_t>(mcb * kcb));
-  float* bp = scratch(b_buf, static_cast<size_t>((stream_b ? t.nr : ncb) * kcb));
-  auto panel = [&](int64_t jr, int64_t kc) { return stream_b ? bp : bp + jr * kc; };
+  auto words = [&](int64_t kc) { return t.pairs ? (kc + 1) / 2 : kc; };
+  float* ap = scratch(a_buf, static_cast<size_t>(mcb * words(kcb)));
+  float* bp = scratch(b_buf, static_cast<size_t>((stream_b ? t.nr : ncb) * words(kcb)));
+  auto panel = [&](int64_t jr, int64_t kc) { return stream_b ? bp : bp + jr * words(kc); };
   for (int64_t jc = j0; jc < j1; jc += ncb) {
     const int64_t nc = std::min(ncb, j1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += kcb) {
@@ -313,19 +417,24 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
         const int nr = static_cast<int>(std::min<int64_t>(t.nr, nc - jr));
         const uint8_t* w = static_cast<const uint8_t*>(g.w) + static_cast<size_t>((jc + jr) * g.ldw + pc) * es;
         if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        else if (t.pairs)
+          pack_b_pairs(reinterpret_cast<const uint16_t*>(w), g.ldw, nr, kc, reinterpret_cast<uint32_t*>(panel(jr, kc)), t.nr);
         else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);
         else pack_b_transposed<false>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);
       };
       for (int64_t ic = i0; ic < i1; ic += mcb) {
         const int64_t mc = std::min(mcb, i1 - ic);
-        for (int64_t ir = 0; ir < mc; ir += t.mr)
-          pack_a(g.a + (ic + ir) * g.lda + pc, g.lda, static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), kc, ap + ir * kc, t.mr);
+        for (int64_t ir = 0; ir < mc; ir += t.mr) {
+          const int rows = static_cast<int>(std::min<int64_t>(t.mr, mc - ir));
+          if (t.pairs) pack_a_pairs(g.a + (ic + ir) * g.lda + pc, g.lda, rows, kc, reinterpret_cast<uint32_t*>(ap + ir * words(kc)), t.mr);
+          else pack_a(g.a + (ic + ir) * g.lda + pc, g.lda, rows, kc, ap + ir * kc, t.mr);
+        }
         for (int64_t jr = 0; jr < nc; jr += t.nr) {
           // B panels are packed during the first row block, right before their first use: the
           // panel is then still in L1, and its W reads overlap the kernels (few rows: memory-bound).
           if (ic == i0) pack_b(jr);
           for (int64_t ir = 0; ir < mc; ir += t.mr)
-            t.kernel(kc, ap + ir * kc, panel(jr, kc), g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
+            t.kernel(kc, ap + ir * words(kc), panel(jr, kc), g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
                      static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), static_cast<int>(std::min<int64_t>(t.nr, nc - jr)));
         }
       }
@@ -353,7 +462,9 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
   }
   if (kernel == GemmKernel::Auto) kernel = avx512_by_default() ? GemmKernel::Avx512 : GemmKernel::Avx2;
   if (kernel == GemmKernel::Avx512 && !__builtin_cpu_supports("avx512f")) throw Error("packed GEMM: this CPU has no AVX-512");
-  const Tile& tile = kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
+  // bf16 activations on bf16 weights: products of bf16 pairs, where the CPU has AVX-512 BF16.
+  const bool pairs = kernel == GemmKernel::Avx512 && !b_row_major && g.bf16_activations && g.w_dtype == DType::BF16 && packed_gemm_has_bf16_pairs();
+  const Tile& tile = pairs ? kBf16PairsTile : kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
   const int64_t MR = tile.mr, NR = tile.nr;
   Job job{g, b_row_major, tile};
   // Waking a thread costs microseconds: give each at least ~0.25 MFLOP.
@@ -370,6 +481,11 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
 }
 
 }  // namespace
+
+bool packed_gemm_has_bf16_pairs() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
 
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel) { run(g, false, pool, kernel); }
 

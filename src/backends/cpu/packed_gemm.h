@@ -12,7 +12,11 @@ namespace luminal::cpu {
 // asking for Avx512 on a CPU without it is an error.
 enum class GemmKernel { Auto, Avx2, Avx512 };
 
-// C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm.
+// C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm. With g.bf16_activations, bf16 W and
+// the AVX-512 kernel on a CPU with AVX-512 BF16 (packed_gemm_has_bf16_pairs), A is rounded to
+// bf16 (to nearest even) and the products of bf16 pairs summed in f32 (VDPBF16PS): twice the
+// products an instruction, as PyTorch runs a bf16 model; otherwise A stays f32.
+bool packed_gemm_has_bf16_pairs();
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 
 // C = A · B with B f32 [k, n] row-major, as gemm_nn.
