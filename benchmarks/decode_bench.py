@@ -243,7 +243,7 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--engines", default="luminal,pytorch,llama.cpp",
                     help="comma list to run (default luminal,pytorch,llama.cpp); luminal-bf16 adds luminal with "
-                         "--activations bf16 (prefill's products on bf16 activations, where the CPU has AMX), "
+                         "--activations bf16 (prefill's products on bf16 activations, where the CPU has AMX or, on AMD, AVX-512 BF16), "
                          "luminal-hugepages luminal with --huge-pages (weights copied into 2 MB pages at load)")
     ap.add_argument("--torch-dtypes", default="bf16,fp32", help="PyTorch dtypes to try; the fastest is reported")
     ap.add_argument("--luminal-args", default="", help="extra arguments for `luminal bench` (e.g. --no-cache)")

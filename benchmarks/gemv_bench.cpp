@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
       std::printf("GEMM %ldx4096 x 4096x4096 %-4s: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m), dtype_name(t),
                   2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
     }
-  // `--activations bf16`: A rounded to bf16 where the CPU multiplies bf16 pairs (AVX-512 BF16, AMX).
-  if (packed_gemm_has_bf16_pairs() || amx_available())
+  // `--activations bf16`: A rounded to bf16 where the CPU multiplies bf16 pairs (AMX, or AVX-512 BF16 where it pays).
+  if (packed_gemm_pairs_bf16() || amx_available())
     for (int64_t m : {32, 128, 512}) {
       double gf = gemm_gflops(pool, DType::BF16, m, reps, true);
       std::printf("GEMM %ldx4096 x 4096x4096 bf16, bf16 activations: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m),

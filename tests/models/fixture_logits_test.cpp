@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/cpu/amx_gemm.h"
+#include "backends/cpu/packed_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/nvrtc.h"
 #include "models/fixture.h"
@@ -93,7 +94,7 @@ TEST_P(FixtureModel, CachedDecodeEqualsRecompute) {
   EXPECT_LE(worst, 1e-4) << name();
 }
 
-// --activations bf16: a prefill long enough for the tensor cores (cuda) or AMX (cpu) rounds the
+// --activations bf16: a prefill long enough for the tensor cores (cuda), AMX or AVX-512 BF16 (cpu) rounds the
 // activations of its matrix products to bf16. The logits move (the option reaches the kernels)
 // but stay near transformers' (at bf16's precision, not the 1e-3 above).
 TEST_P(FixtureModel, Bf16ActivationsStayNearTransformers) {
@@ -123,13 +124,15 @@ TEST_P(FixtureModel, Bf16ActivationsStayNearTransformers) {
   // every position by about the logits' own size. In an MoE a token whose top experts are nearly
   // tied may choose another once its activations are rounded: gemma4-moe-tiny's position 8 moved
   // 0.39 when its experts' products of 8-15 tokens went to AMX (the other positions stayed within
-  // 0.055, and the f32-faithful run within 1.2e-4), so an MoE may have one such position.
+  // 0.055, and the f32-faithful run within 1.2e-4). With AVX-512 BF16 products (session 31) its
+  // positions 8, 10 and 11 moved 0.39, 0.50 and 0.12 and the others at most 0.065 (qwen3-moe-tiny
+  // at most 0.013), so an MoE may have up to three such positions.
   const bool moe = rounded.config().experts > 0;
-  EXPECT_LE(far, moe ? 1 : 0) << name() << ": positions more than 0.1 from transformers (worst " << worst << ")";
+  EXPECT_LE(far, moe ? 3 : 0) << name() << ": positions more than 0.1 from transformers (worst " << worst << ")";
   EXPECT_LE(worst, moe ? 1.0 : 0.1) << name();
-  const bool rounds = backend == "cuda" || cpu::amx_available();
+  const bool rounds = backend == "cuda" || cpu::amx_available() || cpu::packed_gemm_pairs_bf16();
   if (rounds) EXPECT_GT(moved, 1e-5) << name() << ": the option did not reach the matrix products";
-  else EXPECT_EQ(moved, 0.0) << name() << ": without AMX the cpu backend keeps f32 activations";
+  else EXPECT_EQ(moved, 0.0) << name() << ": without AMX or AVX-512 BF16 the cpu backend keeps f32 activations";
   RecordProperty("max_abs_error", std::to_string(worst));
 }
 

@@ -15,9 +15,10 @@ class FusedJit;
 // for any batch of A rows. Fused elementwise nodes run generated code when `jit` (prepared for
 // the graph the runner executes) has a kernel for them, else the kernel interpreter.
 struct CpuKernelOptions {
-  // Linear layers with bf16 weights take their activations as bf16 where they run on AMX (a
-  // prefill), as PyTorch runs a bf16 model: half the tile products, activations rounded to
-  // 2^-8 of themselves. Off: hi + lo parts, f32-faithful. Also LUMINAL_CPU_BF16_ACTIVATIONS=1.
+  // Linear layers with bf16 weights take their activations as bf16 where they run on AMX or on
+  // the packed GEMM's bf16-pair tile (a prefill; packed_gemm_pairs_bf16), as PyTorch runs a bf16
+  // model: half the products, activations rounded to 2^-8 of themselves. Off: hi + lo parts on
+  // AMX, f32 elsewhere, f32-faithful. Also LUMINAL_CPU_BF16_ACTIVATIONS=1.
   bool bf16_activations = false;
 };
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit = nullptr, CpuKernelOptions options = {});

@@ -460,10 +460,12 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
     for (int64_t i = 0; i < g.m; ++i) std::fill(g.c + i * g.ldc, g.c + i * g.ldc + g.n, 0.0f);
     return;
   }
-  if (kernel == GemmKernel::Auto) kernel = avx512_by_default() ? GemmKernel::Avx512 : GemmKernel::Avx2;
+  if (kernel == GemmKernel::Bf16Pairs && !packed_gemm_can_pair_bf16()) throw Error("packed GEMM: this CPU has no AVX-512 BF16");
+  // bf16 activations on bf16 weights: products of bf16 pairs where asked for or where they pay.
+  const bool pairs = !b_row_major && g.bf16_activations && g.w_dtype == DType::BF16 &&
+                     (kernel == GemmKernel::Bf16Pairs || (kernel != GemmKernel::Avx2 && packed_gemm_pairs_bf16()));
+  if (kernel == GemmKernel::Auto || kernel == GemmKernel::Bf16Pairs) kernel = avx512_by_default() ? GemmKernel::Avx512 : GemmKernel::Avx2;
   if (kernel == GemmKernel::Avx512 && !__builtin_cpu_supports("avx512f")) throw Error("packed GEMM: this CPU has no AVX-512");
-  // bf16 activations on bf16 weights: products of bf16 pairs, where the CPU has AVX-512 BF16.
-  const bool pairs = kernel == GemmKernel::Avx512 && !b_row_major && g.bf16_activations && g.w_dtype == DType::BF16 && packed_gemm_has_bf16_pairs();
   const Tile& tile = pairs ? kBf16PairsTile : kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
   const int64_t MR = tile.mr, NR = tile.nr;
   Job job{g, b_row_major, tile};
@@ -482,9 +484,20 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
 
 }  // namespace
 
-bool packed_gemm_has_bf16_pairs() {
+bool packed_gemm_can_pair_bf16() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
   return has;
+}
+
+bool packed_gemm_pairs_bf16() {
+  static const bool on = [] {
+    const char* env = std::getenv("LUMINAL_CPU_BF16_PAIRS");
+    if (!packed_gemm_can_pair_bf16() || (env && std::string(env) == "0")) return false;
+    // AMD's Zen 4 ran the pairs at 1.4-1.7x its f32 tile (session 31); a Xeon without AMX at
+    // about 0.8x (session 24): only AMD's by default.
+    return (env && std::string(env) == "1") || __builtin_cpu_is("amd");
+  }();
+  return on;
 }
 
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel) { run(g, false, pool, kernel); }

@@ -9,14 +9,19 @@
 namespace luminal::cpu {
 
 // Which micro-kernel: Auto takes AVX-512 where the CPU has it (and LUMINAL_CPU_AVX512 is not 0);
-// asking for Avx512 on a CPU without it is an error.
-enum class GemmKernel { Auto, Avx2, Avx512 };
+// asking for Avx512 on a CPU without it is an error. Bf16Pairs: the bf16-pair tile for bf16
+// activations on bf16 weights wherever the CPU has AVX-512 BF16 (else an error), Auto's
+// choice otherwise.
+enum class GemmKernel { Auto, Avx2, Avx512, Bf16Pairs };
 
-// C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm. With g.bf16_activations, bf16 W and
-// the AVX-512 kernel on a CPU with AVX-512 BF16 (packed_gemm_has_bf16_pairs), A is rounded to
-// bf16 (to nearest even) and the products of bf16 pairs summed in f32 (VDPBF16PS): twice the
-// products an instruction, as PyTorch runs a bf16 model; otherwise A stays f32.
-bool packed_gemm_has_bf16_pairs();
+// C = A · Wᵀ with W [n, k] (f32 or bf16), as weight_gemm. With g.bf16_activations and bf16 W,
+// where the bf16-pair tile runs (packed_gemm_pairs_bf16, or GemmKernel::Bf16Pairs), A is
+// rounded to bf16 (to nearest even) and the products of bf16 pairs summed in f32 (VDPBF16PS):
+// twice the products an instruction, as PyTorch runs a bf16 model; otherwise A stays f32.
+bool packed_gemm_can_pair_bf16();  // the CPU has AVX-512 BF16
+// Whether Auto takes the pair tile for bf16 activations: on AMD CPUs that can (where it measured
+// faster than the f32 tile; not on a Xeon), or as LUMINAL_CPU_BF16_PAIRS=0/1 says.
+bool packed_gemm_pairs_bf16();
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 
 // C = A · B with B f32 [k, n] row-major, as gemm_nn.
