@@ -598,6 +598,7 @@ void* CudaExecutor::joined_launch_function() {
       const CompiledKernels c = nvrtc_compile(cuda_prelude() + jf->text, ctx_.arch(), cache_dir_);
       joined_modules_.push_back(std::make_unique<Module>(ctx_, c.cubin));
       f = joined_modules_.back()->function(jf->name);
+      ++joins_compiled_;
     } catch (const Error& e) {
       if (tune_log()) std::fprintf(stderr, "luminal cuda: %s and %zu more do not join: %s\n", key[0].c_str(), key.size() - 1, e.what());
     }
@@ -896,6 +897,10 @@ void CudaExecutor::run(bool wait) {
     if (invariant) {
       auto it = kept_.find(id);
       if (it != kept_.end() && it->second.versions == versions_of(id)) {
+        // Where it was computed it launched alone, ending the held launches' join: ending it
+        // here too keeps every run's joins the same, so a later run meets no new join to
+        // compile (the second 512-token prefill had waited 0.5-0.8 s on NVRTC for one).
+        flush_pending();
         release_inputs(n, 0);
         live[id] = it->second.value;
         continue;

@@ -199,6 +199,8 @@ class CudaExecutor {
   int64_t launches() const { return launches_; }
   // Launches, since construction, that ran two or more nodes (pair_launches).
   int64_t launches_paired() const { return launches_paired_; }
+  // Joined functions compiled (or loaded from the disk cache) since construction.
+  int64_t joins_compiled() const { return joins_compiled_; }
   // Runs of a linear group whose GEMMs stored bf16 for their gated product (narrow_group).
   int64_t narrowed_groups() const { return narrowed_groups_; }
   // RMS norms, since construction, that launched nothing: their GEMVs normed (norm_in_gemv).
@@ -296,7 +298,7 @@ class CudaExecutor {
   std::map<std::vector<std::string>, void*> joined_functions_;  // by the held functions; null: could not be made
   std::vector<std::unique_ptr<Module>> joined_modules_;
   std::string cache_dir_;
-  int64_t launches_paired_ = 0;
+  int64_t launches_paired_ = 0, joins_compiled_ = 0;
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
   // `blocks_per_sm` (a launch's own cap; 0: options_.blocks_per_sm) per multiprocessor.
   int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0) const;
