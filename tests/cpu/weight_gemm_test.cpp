@@ -14,10 +14,11 @@
 namespace luminal::cpu {
 namespace {
 
-void check(int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool) {
+// w_pad: W's row stride past k (default 5 for bf16, 1 for f32).
+void check(int64_t m, int64_t n, int64_t k, DType t, ThreadPool* pool, int64_t w_pad = -1) {
   std::mt19937 rng(static_cast<uint32_t>(m * 131 + n * 7 + k));
   std::uniform_real_distribution<float> d(-1, 1);
-  int64_t lda = k + 3, ldw = k + (t == DType::BF16 ? 5 : 1), ldc = n + 2;  // padded rows
+  int64_t lda = k + 3, ldw = k + (w_pad >= 0 ? w_pad : t == DType::BF16 ? 5 : 1), ldc = n + 2;  // padded rows
   std::vector<float> a(static_cast<size_t>(m * lda)), wf(static_cast<size_t>(n * ldw)), c(static_cast<size_t>(m * ldc), -7.0f);
   std::vector<uint16_t> wb(wf.size());
   for (float& x : a) x = d(rng);
@@ -43,6 +44,18 @@ TEST(WeightGemm, OddShapesBothDtypesWithAndWithoutThreads) {
           check(m, n, k, t, nullptr);
           check(m, n, k, t, &pool);
         }
+}
+
+// Decode's GEMV of bf16 weights: rows in whole 32-bit words (even strides) or not, k short of,
+// at and past the 16-value steps and odd, groups of four rows and fewer.
+TEST(WeightGemm, GemvOfBf16WeightsWithEvenAndOddRowStrides) {
+  ThreadPool pool(3);
+  for (int64_t pad : {0, 2, 5})
+    for (int64_t n : {1, 3, 4, 5, 17, 64})
+      for (int64_t k : {2, 3, 30, 31, 32, 33, 64, 100, 520, 1031}) {
+        check(1, n, k, DType::BF16, nullptr, pad);
+        check(1, n, k, DType::BF16, &pool, pad);
+      }
 }
 
 TEST(WeightGemm, DecodeShapeOfARealLayer) {
