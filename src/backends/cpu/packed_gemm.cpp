@@ -250,6 +250,34 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_6x16(int64_t kc, const
   store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
 }
 
+// An AVX-512 tile's sums, R rows × 32 columns (two zmm a row), into C's mr × nr part: straight
+// into C's rows where the tile is whole (12 × 32), else through a buffer, writing only the part
+// that exists.
+template <int R>
+__attribute__((target("avx512f"), always_inline)) inline void store_tile_x32(const __m512 (&acc)[R][2], float* c, int64_t ldc, bool accumulate,
+                                                                           int mr, int nr) {
+  constexpr int NR = 32;
+  if (R == 12 && mr == R && nr == NR) {
+    for (int r = 0; r < R; ++r, c += ldc) {
+      __m512 lo = acc[r][0], hi = acc[r][1];
+      if (accumulate) {
+        lo = _mm512_add_ps(lo, _mm512_loadu_ps(c));
+        hi = _mm512_add_ps(hi, _mm512_loadu_ps(c + 16));
+      }
+      _mm512_storeu_ps(c, lo);
+      _mm512_storeu_ps(c + 16, hi);
+    }
+    return;
+  }
+  alignas(64) float t[R * NR];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(t + r * NR, acc[r][0]);
+    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+  }
+  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+}
+
 // The AVX-512 tile's last rows when they are R (4 or 8) or fewer: the same product over only
 // R of the A panel's 12 rows (its stride stays 12), so a 128-row prefill's last tile (8 rows)
 // does two thirds of a full tile's FMAs, not all of them.
@@ -271,13 +299,7 @@ __attribute__((target("avx512f"), noinline)) void kernel_rows_x32(int64_t kc, co
       acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
     }
   }
-  alignas(64) float t[R * NR];  // through a buffer: the rows that exist, columns up to nr
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) {
-    _mm512_store_ps(t + r * NR, acc[r][0]);
-    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
-  }
-  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+  store_tile_x32<R>(acc, c, ldc, accumulate, mr, nr);
 }
 
 // C[0:mr, 0:nr] (+)= A panel · B panel over kc on AVX-512: 24 zmm accumulators (12 rows × 32
@@ -305,24 +327,7 @@ __attribute__((target("avx512f"), noinline)) void kernel_12x32(int64_t kc, const
   }
   const __m512 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41},   {c50, c51},
                              {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {c100, c101}, {c110, c111}};
-  if (mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r, c += ldc) {
-      __m512 lo = acc[r][0], hi = acc[r][1];
-      if (accumulate) {
-        lo = _mm512_add_ps(lo, _mm512_loadu_ps(c));
-        hi = _mm512_add_ps(hi, _mm512_loadu_ps(c + 16));
-      }
-      _mm512_storeu_ps(c, lo);
-      _mm512_storeu_ps(c + 16, hi);
-    }
-    return;
-  }
-  alignas(64) float t[MR * NR];  // edge tile: through a buffer
-  for (int r = 0; r < MR; ++r) {
-    _mm512_store_ps(t + r * NR, acc[r][0]);
-    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
-  }
-  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+  store_tile_x32<MR>(acc, c, ldc, accumulate, mr, nr);
 }
 
 // C[0:mr, 0:nr] (+)= A pairs · B pairs over kc values of k (ceil(kc / 2) words) with AVX-512
@@ -349,25 +354,7 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) void kernel_pairs_x32(in
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
     }
   }
-  if (R == MR && mr == MR && nr == NR) {
-    for (int r = 0; r < MR; ++r, c += ldc) {
-      __m512 lo = acc[r][0], hi = acc[r][1];
-      if (accumulate) {
-        lo = _mm512_add_ps(lo, _mm512_loadu_ps(c));
-        hi = _mm512_add_ps(hi, _mm512_loadu_ps(c + 16));
-      }
-      _mm512_storeu_ps(c, lo);
-      _mm512_storeu_ps(c + 16, hi);
-    }
-    return;
-  }
-  alignas(64) float t[R * NR];  // through a buffer: the rows that exist, columns up to nr
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) {
-    _mm512_store_ps(t + r * NR, acc[r][0]);
-    _mm512_store_ps(t + r * NR + 16, acc[r][1]);
-  }
-  store_edge_tile(t, NR, c, ldc, accumulate, mr, nr);
+  store_tile_x32<R>(acc, c, ldc, accumulate, mr, nr);
 }
 
 void kernel_pairs_12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr, int nr) {
