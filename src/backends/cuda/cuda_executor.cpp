@@ -498,9 +498,10 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   if (l.residual_in) args.push_back(&gemv_residual_);
   if (l.gain_in) args.push_back(&gemv_gain_);
   if (l.softmax_out) args.push_back(&softmax_out_);
-  if (l.scatter_out) {
-    args.push_back(&scatter_dst_);
-    args.push_back(&scatter_idx_);
+  if (l.scatter_out) {  // null: only held launches store a scatter's update (scatter_store_of)
+    static DevicePtr none = 0;
+    args.push_back(&none);
+    args.push_back(&none);
   }
   args.push_back(&dims_dev_);
   const auto [blocks, threads] = launch_shape(l);
@@ -627,8 +628,9 @@ bool CudaExecutor::may_join(const PendingLaunch& x) const {
     r.push_back(l.scatter_idx);
     return r;
   };
+  const std::vector<DevicePtr> x_reads = reads(x);
   for (const PendingLaunch& p : pending_) {
-    for (DevicePtr q : reads(x))
+    for (DevicePtr q : x_reads)
       if (writes(p, q)) return false;
     for (DevicePtr q : reads(p))
       if (writes(x, q)) return false;

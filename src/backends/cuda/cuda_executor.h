@@ -391,7 +391,6 @@ class CudaExecutor {
   std::optional<std::pair<DevicePtr, DevicePtr>> scatter_store_of(NodeId id, const NodeKernels& k, const std::vector<int>& uses,
                                                                   const std::function<std::optional<DevicePtr>(NodeId)>& ready);
   std::set<NodeId> folded_scatters_;
-  DevicePtr scatter_dst_ = 0, scatter_idx_ = 0;  // Launch::scatter_out's parameters for launch()
   int64_t scatters_folded_ = 0;
   // Whether a view reads its source in order from its start at this run's dims (then a linear
   // layer's scratch copy of its activations is skipped).
