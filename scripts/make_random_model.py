@@ -15,7 +15,7 @@ Needs torch, transformers (5.x), safetensors. The GGUF step needs llama.cpp's co
 --llama-cpp DIR (a llama.cpp checkout, or vendor/llama.cpp of the llama-cpp-python sdist); without
 it the script downloads the sdist of the installed llama-cpp-python (or 0.3.36) with
 `pip download --no-binary :all: --no-deps` into --cache and extracts the converter and its
-vendored gguf-py (and pip-installs sentencepiece, which the converter imports, into --cache/pydeps
+vendored gguf-py (and pip-installs sentencepiece and mistral-common, which the converter imports, into --cache/pydeps
 if this Python lacks it). The converter needs the tokenizer: tokenizer.json + tokenizer_config.json are
 copied from --tokenizer-dir (default: shared/tokenizers/{qwen3,llama3} beside the repository).
 The GGUF lands beside the folder, at OUT-bf16.gguf.
@@ -244,18 +244,20 @@ def llama_cpp_dir(explicit, cache):
 
 
 def converter_deps(cache):
-    """The converter imports sentencepiece (its requirements list it); install it into a private
-    folder under --cache when this Python lacks it, rather than into the environment."""
-    try:
-        import sentencepiece  # noqa: F401
-
-        return []
-    except ImportError:
-        pass
+    """The converter imports sentencepiece and mistral_common (its requirements list them);
+    install the ones this Python lacks into a private folder under --cache rather than into the
+    environment."""
     target = cache / "pydeps"
-    if not (target / "sentencepiece").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "sentencepiece"], check=True)
-    return [str(target)]
+    missing = []
+    for module, package in (("sentencepiece", "sentencepiece"), ("mistral_common", "mistral-common")):
+        try:
+            __import__(module)
+        except ImportError:
+            if not (target / module).exists():
+                missing.append(package)
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target)] + missing, check=True)
+    return [str(target)] if target.exists() else []
 
 
 def convert_gguf(out, llama_dir, gguf_path, cache):

@@ -1041,6 +1041,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       w.set_gain_param(false);
       l.residual_in = residual;
       l.gain_in = norm != nullptr;
+      l.spread = v.spread;
       return l;
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
@@ -1123,6 +1124,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       if (!body) return std::nullopt;
       Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
       l.blocks_per_sm = blocks_per_sm;
+      l.spread = v.spread;
       return l;
     };
     if (auto first = gemv(kLinearVariants[0], 0)) {
@@ -1142,6 +1144,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
             if (!body) continue;
             Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
             l.blocks_per_sm = cap;
+            l.spread = v.spread;
             (gk->launches.empty() ? gk->launches : gk->alternatives).push_back(l);
           }
         if (!gk->launches.empty()) {
@@ -1322,6 +1325,7 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
             linear_weight_prefetch(a, &cat, w.in_dtype(1), v, linear_prefetch_budget(g.node(first.inputs[0].src)), gated ? &gated->half : nullptr);
         Launch l{w.finish(*body, functions, prefetch), Launch::Grid::Elements, linear_threads(count, v)};
         l.gain_in = norm != nullptr;
+        l.spread = v.spread;
         (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
       }
     w.set_gain_param(false);

@@ -43,6 +43,9 @@ struct Launch {
   // A grid-stride launch's blocks per multiprocessor at most (0: the executor's cap). Fewer
   // blocks that each loop over more units pay a per-block prologue less often.
   int blocks_per_sm = 0;
+  // A GEMV whose units are dealt to the blocks in turn (LinearVariant::spread): its grid is
+  // rounded up to whole waves over the multiprocessors (within the cap), so each gets as many.
+  bool spread = false;
   // A tensor-core schedule (mma.sync on bf16, sm_80 on): the executor offers it only on such
   // devices, and not with CudaOptions::tensor_cores off.
   bool tensor_cores = false;

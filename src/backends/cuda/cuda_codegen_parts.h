@@ -52,9 +52,25 @@ struct LinearVariant {
   // per block (strided_linear_body), not computed in the k loop. Norm forms offer both: the
   // stage's block-wide pass costs a small GEMV more than it saves, a large one less.
   bool staged = false;
+  // Units dealt to the blocks in turn (unit u to block u mod grid) on a grid of whole waves
+  // over the multiprocessors (Launch::spread), so that each multiprocessor streams the same
+  // share of the weight. Without it block b takes units [b·teams, (b+1)·teams) and a grid that
+  // is no multiple of the multiprocessors leaves some with a block more: the 8B's q/k/v, 192
+  // blocks of 32 rows on 132 SMs, had 60 SMs streaming twice the rows of the other 72. Only
+  // the four-column one-row schedules come spread: with one column a unit the grids are
+  // several waves already (and each schedule is one more NVRTC function per shape).
+  bool spread = false;
 };
 constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
-                                             {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1}};
+                                             {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1},
+                                             {4, 4, 32, 1, false, true}, {4, 4, 64, 1, false, true}};
+// Which GEMV units a thread takes (strided_linear_body's loop and the weight prefetch's), as
+// code: its block's first unit, its team's offset from that, and the step to the next pass;
+// block-major, or dealt in turn where v.spread.
+struct LinearUnits {
+  std::string block_first, team_offset, step;
+};
+LinearUnits linear_units(const LinearVariant& v);
 // The most shared memory a linear GEMV's staged norm (x times the gain, every row of a decode)
 // may take a block: up to 8192 values of one row, 2048 of four.
 constexpr long long kMaxStagedNormBytes = 32 << 10;

@@ -486,9 +486,10 @@ void CudaExecutor::give_back(DeviceBuffer b) {
   else free_.emplace(b.bytes, b);
 }
 
-int64_t CudaExecutor::grid_stride_blocks(int64_t threads, int blocks_per_sm) const {
-  return std::min<int64_t>((threads + kBlockThreads - 1) / kBlockThreads,
-                           int64_t(ctx_.info().multiprocessors) * (blocks_per_sm > 0 ? blocks_per_sm : options_.blocks_per_sm));
+int64_t CudaExecutor::grid_stride_blocks(int64_t threads, int blocks_per_sm, bool whole_waves) const {
+  const int64_t sms = ctx_.info().multiprocessors, cap = sms * (blocks_per_sm > 0 ? blocks_per_sm : options_.blocks_per_sm);
+  const int64_t blocks = (threads + kBlockThreads - 1) / kBlockThreads;
+  return std::min<int64_t>(whole_waves ? (blocks + sms - 1) / sms * sms : blocks, cap);
 }
 
 void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function, DevicePtr out, const std::vector<DevicePtr>& in) {
@@ -519,7 +520,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
 std::pair<int64_t, int64_t> CudaExecutor::launch_shape(const Launch& l) {
   const int64_t work = eval(l.work);
   if (work <= 0) return {0, 0};
-  const int64_t blocks = l.grid == Launch::Grid::Elements ? grid_stride_blocks(work, l.blocks_per_sm) : work;
+  const int64_t blocks = l.grid == Launch::Grid::Elements ? grid_stride_blocks(work, l.blocks_per_sm, l.spread) : work;
   int64_t threads = kBlockThreads;
   if (l.grid == Launch::Grid::Rows && !l.row_length.is_const(0))  // about four of the row's elements a thread
     threads = std::clamp<int64_t>((eval(l.row_length) + 127) / 128 * 32, 32, kRowMaxThreads);

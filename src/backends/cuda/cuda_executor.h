@@ -300,8 +300,9 @@ class CudaExecutor {
   std::string cache_dir_;
   int64_t launches_paired_ = 0, joins_compiled_ = 0;
   // Blocks of kBlockThreads for a grid-stride loop over `threads` threads, at most
-  // `blocks_per_sm` (a launch's own cap; 0: options_.blocks_per_sm) per multiprocessor.
-  int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0) const;
+  // `blocks_per_sm` (a launch's own cap; 0: options_.blocks_per_sm) per multiprocessor;
+  // `whole_waves`: rounded up to a multiple of the multiprocessors first (Launch::spread).
+  int64_t grid_stride_blocks(int64_t threads, int blocks_per_sm = 0, bool whole_waves = false) const;
   // Whether an attention node runs its tiled (prefill) launch at the current dims.
   bool use_tiled(const NodeKernels& k);
   // Whether a launch may run here (a tensor-core schedule needs sm_80 and the option on).

@@ -13,6 +13,12 @@ using namespace luminal::cpu::codegen;
 
 Expr linear_threads(const Expr& count, const LinearVariant& v) { return ceil_div(count, Expr(v.cols)) * Expr(v.team); }
 
+LinearUnits linear_units(const LinearVariant& v) {
+  const std::string teams = "(long long)(blockDim.x / " + std::to_string(v.team) + ")", team = "(long long)(threadIdx.x / " + std::to_string(v.team) + ")";
+  if (v.spread) return {"(long long)blockIdx.x", team + " * gridDim.x", "(long long)gridDim.x * " + teams};
+  return {"(long long)blockIdx.x * " + teams, team, "(long long)gridDim.x * " + teams};
+}
+
 // Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
 // f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
 // B = Wᵀ of a row-major [n, k] weight. A work unit is `cols` adjacent columns j and a group of up
@@ -106,8 +112,9 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   const std::string head = s.str();  // the listed rows' path (ScaledMatmul) goes here
   s.str("");
   // Whole blocks step through the units together, so the barriers below are reached by all.
-  s << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
-    << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
+  const LinearUnits units = linear_units(v);  // lm_base: the block's first unit of the pass
+  s << "  for (long long lm_base = " << units.block_first << "; lm_base < lm_units; lm_base += " << units.step << ") {\n"
+    << "    const long long lm_w = lm_base + " << units.team_offset << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
     << "    float lm_acc[" << R << "][" << CC << "] = {};\n"
     << (scale ? "    float lm_sc[" + std::to_string(R) + "];\n" : std::string())
@@ -317,14 +324,14 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
   // Each thread prefetches its team's units in the order the kernel reads them, whole weight
   // rows, until the units read first hold the budget's bytes: while the kernels before run
   // (attention, the norms), the weights stream into L2 and the memory system is not idle.
+  const LinearUnits units = linear_units(v);
   std::ostringstream s;
   s << "  {\n    const long long lm_pn = " << (half ? c(*half) : c(b->shape[r - 1])) << ", lm_pk = " << c(a->shape[r - 1]) << " * " << bytes
     << ", lm_pt = (lm_pn + " << cw - 1 << ") / " << cw << ", lm_pu = (" << c(a->shape[r - 2]) << " + " << v.rows - 1 << ") / " << v.rows
     << " * lm_pt;\n"
     << "    const long long lm_plim = " << budget_bytes << "LL / (lm_pk * " << v.cols << " + 1) + 1;\n"
-    << "    const long long lm_pstep = (long long)gridDim.x * (blockDim.x / " << v.team << ");\n"
-    << "    for (long long lm_w = (long long)blockIdx.x * (blockDim.x / " << v.team << ") + threadIdx.x / " << v.team
-    << "; lm_w < lm_pu && lm_w < lm_plim; lm_w += lm_pstep) {\n"
+    << "    for (long long lm_w = " << units.block_first << " + " << units.team_offset << "; lm_w < lm_pu && lm_w < lm_plim; lm_w += " << units.step
+    << ") {\n"
     << "      const long long lm_j = (lm_w % lm_pt) * " << cw << ";\n"
     << "      for (int lm_k = 0; lm_k < " << v.cols << "; ++lm_k) {\n"
     << (half ? "        const long long lm_col = lm_k < " + std::to_string(cw) + " ? lm_j + lm_k : lm_pn + lm_j + lm_k - " + std::to_string(cw) +
