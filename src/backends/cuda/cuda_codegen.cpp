@@ -509,6 +509,14 @@ std::string column_opening(const std::vector<Expr>& shape, size_t axis) {
   return s.str();
 }
 
+// A linear GEMV schedule's launch: a team of threads per unit of `count` outputs, its grid
+// shaped as the schedule deals the units (Launch::spread).
+Launch linear_launch(std::string function, const Expr& count, const LinearVariant& v) {
+  Launch l{std::move(function), Launch::Grid::Elements, linear_threads(count, v)};
+  l.spread = v.spread;
+  return l;
+}
+
 }  // namespace
 
 std::string cuda_prelude() {
@@ -1034,14 +1042,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       if (!body) return std::nullopt;
       w.set_residual_param(residual);
       w.set_gain_param(norm != nullptr);
-      Launch l{w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v, linear_prefetch_budget(g.node(n.inputs[0].src)))),
-               Launch::Grid::Elements,
-               linear_threads(count, v)};
+      Launch l = linear_launch(
+          w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v, linear_prefetch_budget(g.node(n.inputs[0].src)))), count, v);
       w.set_residual_param(false);
       w.set_gain_param(false);
       l.residual_in = residual;
       l.gain_in = norm != nullptr;
-      l.spread = v.spread;
       return l;
     };
     if (auto first = gemv(la, lb, w.in_dtype(0), kLinearVariants[0])) {
@@ -1122,9 +1128,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     auto gemv = [&](const LinearVariant& v, int blocks_per_sm) -> std::optional<Launch> {
       auto body = strided_linear_body(la, lb, dts, count_decl, store_v, v, ls);
       if (!body) return std::nullopt;
-      Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+      Launch l = linear_launch(w.finish(*body, functions), count, v);
       l.blocks_per_sm = blocks_per_sm;
-      l.spread = v.spread;
       return l;
     };
     if (auto first = gemv(kLinearVariants[0], 0)) {
@@ -1142,9 +1147,8 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
             if (v.cols % 2 != 0) continue;
             auto body = strided_linear_body(la, lb, dts, count_decl, store_v, v, ls, nullptr, &epi);
             if (!body) continue;
-            Launch l{w.finish(*body, functions), Launch::Grid::Elements, linear_threads(count, v)};
+            Launch l = linear_launch(w.finish(*body, functions), count, v);
             l.blocks_per_sm = cap;
-            l.spread = v.spread;
             (gk->launches.empty() ? gk->launches : gk->alternatives).push_back(l);
           }
         if (!gk->launches.empty()) {
@@ -1323,9 +1327,8 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
         if (!body) return std::nullopt;
         const std::string prefetch =
             linear_weight_prefetch(a, &cat, w.in_dtype(1), v, linear_prefetch_budget(g.node(first.inputs[0].src)), gated ? &gated->half : nullptr);
-        Launch l{w.finish(*body, functions, prefetch), Launch::Grid::Elements, linear_threads(count, v)};
+        Launch l = linear_launch(w.finish(*body, functions, prefetch), count, v);
         l.gain_in = norm != nullptr;
-        l.spread = v.spread;
         (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
       }
     w.set_gain_param(false);
