@@ -303,23 +303,6 @@ const char* kGridLoop =
     "  for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_count;"
     " lm_z += (long long)gridDim.x * blockDim.x) {\n";
 
-// The accumulator of SumReduce / MaxReduce in dtype t, as ReduceAcc keeps it: f32 sums and
-// maxima, i32 sums wrapping (unsigned), i32/bool maxima.
-struct Acc {
-  std::string type, init, combine;  // combine: a lambda (a, b) -> acc
-  std::string result(DType t) const {
-    if (is_int(t)) return t == DType::Bool ? "(int32_t)(lm_acc != 0)" : "(int32_t)lm_acc";
-    return convert("lm_acc", DType::F32, t);
-  }
-};
-
-Acc accumulator(bool sum, DType t) {
-  if (sum && !is_int(t)) return {"float", "0.0f", "[](float a, float b) { return a + b; }"};
-  if (sum) return {"unsigned int", "0u", "[](unsigned int a, unsigned int b) { return a + b; }"};
-  if (!is_int(t)) return {"float", "__int_as_float((int)0xff800000u)", "lm_fmax_nan"};
-  return {"int", t == DType::I32 ? "INT32_MIN" : "0", "[](int a, int b) { return a > b ? a : b; }"};
-}
-
 // The opening of a one-block-per-row kernel over the input view's [outer, len, inner] split
 // at `axis`: lm_at(k) is the flat index of element k of this block's row.
 std::string row_opening(const std::vector<Expr>& shape, size_t axis) {

@@ -203,6 +203,33 @@ struct JoinedFunction {
 };
 std::optional<JoinedFunction> joined_function(const std::vector<std::string>& texts);
 
+// Small nodes of one token run by one block in one launch (cuda_small_group_codegen.cpp): a
+// decode's MoE routing, the router's softmax, each expert's rank among the token's, the chosen
+// experts' weights, their sum and the weights over it, took a launch each (three after the
+// softmax fold), each a wait on the kernel before and a pass of its own over 128 values. A
+// group is a connected set of two or more members: f32 nodes that are fused elementwise
+// programs, reductions over the last axis of their input (FusedSum, FusedMax, SumReduce,
+// MaxReduce) or softmaxes over the last axis, whose shapes are constants but for the first dim
+// (the tokens), with at most kSmallGroupMaxValues values and kSmallGroupMaxInputs reduced
+// inputs a token. Each member's values go to shared memory, where the next members read them,
+// and to its own buffer (the group's function takes the members' outputs in order, then the
+// leaves it reads, then a zeroed counter where `counter`, then the dims). One block of
+// kBlockThreads runs the members, except that the first member with much work (an expert's
+// rank among 128: 16384 comparisons) is shared out over several blocks, which run the cheap
+// members before it each, and the last of them to finish runs the rest. The executor runs it where
+// every member's first dim is 1 (CudaExecutor::small_group_turn); no leaf depends on a member,
+// and none is of a kind whose value the executor may leave unmade (a norm folded into its
+// GEMVs, expert products folded into their sum, a folded softmax).
+constexpr int64_t kSmallGroupMaxValues = 1024, kSmallGroupMaxInputs = 65536;
+struct SmallGroup {
+  std::vector<NodeId> nodes;      // in the plan's topological order
+  std::vector<NodeId> leaves;     // the values outside the group that members read
+  std::vector<int64_t> capacity;  // each member's values for one token (its shared array)
+  Launch launch;
+  bool counter = false;  // takes a zeroed uint32 (left zero) before the dims
+};
+std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions);
+
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device
 // memory: one launch where there were several, each a few microseconds of ramp and tail.

@@ -24,6 +24,18 @@ std::string value_lit(double v, DType t) {
   return float_lit(static_cast<float>(c));
 }
 
+std::string Acc::result(DType t) const {
+  if (is_int(t)) return t == DType::Bool ? "(int32_t)(lm_acc != 0)" : "(int32_t)lm_acc";
+  return convert("lm_acc", DType::F32, t);
+}
+
+Acc accumulator(bool sum, DType t) {
+  if (sum && !is_int(t)) return {"float", "0.0f", "[](float a, float b) { return a + b; }"};
+  if (sum) return {"unsigned int", "0u", "[](unsigned int a, unsigned int b) { return a + b; }"};
+  if (!is_int(t)) return {"float", "__int_as_float((int)0xff800000u)", "lm_fmax_nan"};
+  return {"int", t == DType::I32 ? "INT32_MIN" : "0", "[](int a, int b) { return a > b ? a : b; }"};
+}
+
 std::string c(const Expr& e) { return "(" + e.to_c("lm_q") + ")"; }
 
 Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to) {

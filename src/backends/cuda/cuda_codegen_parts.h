@@ -20,6 +20,15 @@ Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to);
 // through the same emitter (and rounding) as fused kernels.
 FusedProgram single(OpKind op, DType out, DType in0, int n_inputs);
 
+// The accumulator of SumReduce / MaxReduce in dtype t, as ReduceAcc keeps it: f32 sums and
+// maxima, i32 sums wrapping (unsigned), i32/bool maxima. `combine` is a lambda (a, b) -> acc;
+// result(t) is lm_acc as a value of t.
+struct Acc {
+  std::string type, init, combine;
+  std::string result(DType t) const;
+};
+Acc accumulator(bool sum, DType t);
+
 // Attention's softmax over the scores in shared memory, lm_sc[0, lm_keys): leaves lm_sc holding
 // exp(score - max), with lm_sum their sum and lm_rcp = 1 / lm_sum (in the reference's order of
 // operations; exp as exp2 of a log2(e) product).

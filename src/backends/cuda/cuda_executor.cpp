@@ -88,6 +88,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
     if (plan.node(id).op == OpKind::Input) continue;
     k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions, options);
   }
+  k.small_groups = small_groups(plan, dims, k.functions);
   return k;
 }
 
@@ -123,6 +124,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->words_narrow) used.insert(k->words_narrow->function);
     if (k->softmax_fold) used.insert(k->softmax_fold->launches[0].function);
   }
+  for (const SmallGroup& g : small_groups) used.insert(g.launch.function);
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
     if (used.count(functions.names[i])) {
@@ -204,6 +206,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul")
       gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
   }
+  prepare_small_groups(by_name);
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
     const NodeKernels* forms[2][2] = {{&g.kernels, g.kernels.gated.get()}, {normed, normed ? normed->gated.get() : nullptr}};
@@ -246,6 +249,7 @@ void CudaExecutor::read_env_options() {
   if (pairs && std::string(pairs) == "0") options_.pair_launches = false;
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
+  if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
   if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
   const char* scatter = std::getenv("LUMINAL_CUDA_SCATTER_STORE");
@@ -894,6 +898,35 @@ void CudaExecutor::run(bool wait) {
       wrote_in_place(id, n);
       ++scatters_folded_;
       continue;
+    }
+    if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
+      SmallGroupRun& r = small_group_runs_[sg->second];
+      const SmallGroup& grp = kernels_.small_groups[sg->second];
+      if (id == grp.nodes[0]) r.active = runs_small_group(sg->second);
+      if (r.active) {  // one launch at launch_at computes every member (the ones before it wait for it)
+        if (id == r.launch_at) {
+          flush_pending();
+          for (NodeId m : grp.nodes) live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
+          std::vector<DevicePtr> in;
+          for (size_t j = 1; j < grp.nodes.size(); ++j) in.push_back(live[grp.nodes[j]]->ptr);
+          for (NodeId l : grp.leaves) in.push_back(ptr_of(l));
+          if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
+          if (timer) timer->start();
+          launch(grp.launch, k, r.function, live[grp.nodes[0]]->ptr, in);
+          if (timer) {
+            ProfileEntry& p = profile_["SmallGroup"];
+            p.label = "SmallGroup";
+            ++p.calls;
+            p.ms += timer->stop_ms();
+          }
+          ++small_groups_run_;
+          for (NodeId m : grp.nodes)
+            if (position_[m] <= position_[id]) release_inputs(graph_.node(m), 0);
+        } else if (position_[id] > position_[r.launch_at]) {
+          release_inputs(n, 0);  // its value came with the group's launch
+        }
+        continue;
+      }
     }
     const bool in_place_scatter = scatter_in_place(id, n, uses);
     const bool invariant = !in_place_scatter && n.op != OpKind::Output && keeps(id);

@@ -27,6 +27,7 @@ namespace luminal::cuda {
 struct PlanKernels {
   FunctionSet functions;
   std::vector<std::optional<NodeKernels>> per_node;  // by node id; none for Input
+  std::vector<SmallGroup> small_groups;
   // The functions in `parts` modules, each with the prelude: NVRTC runs one thread per
   // program, so parts compile in parallel. A function's part follows from its name alone
   // (part_of), and names follow from the code: two plans that differ in a few functions (the
@@ -129,6 +130,10 @@ struct CudaOptions {
   // launch (joined_function): one launch and one wait on the kernel before where there were
   // several. Also LUMINAL_CUDA_PAIRS=0.
   bool pair_launches = true;
+  // Small nodes of one token (a decode's MoE routing after its router) run as one launch of
+  // their group's function (SmallGroup, CudaExecutor::small_group_turn). Also
+  // LUMINAL_CUDA_SMALL_GROUPS=0.
+  bool small_groups = true;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -216,6 +221,8 @@ class CudaExecutor {
   // Scatters (cache writes), since construction, that launched nothing: the kernel computing
   // their update stored it (scatter_in_producers).
   int64_t scatters_folded() const { return scatters_folded_; }
+  // Launches, since construction, of small groups' functions (CudaOptions::small_groups).
+  int64_t small_groups_run() const { return small_groups_run_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -398,6 +405,22 @@ class CudaExecutor {
   bool reads_in_order(const View& v);
   bool scatter_in_place(NodeId id, const Node& n, const std::vector<int>& uses);
   std::map<NodeId, bool> scatter_plain_;
+  // Small groups (cuda_small_groups.cpp). Each launches at the turn of its first member that
+  // comes after every leaf in the plan's order (launch_at); the members before it launch
+  // nothing then, so no node outside the group may read a member before that turn (else the
+  // group never runs: valid). active: this run takes it (runs_small_group, decided at its
+  // first member's turn).
+  struct SmallGroupRun {
+    bool valid = false, active = false;
+    NodeId launch_at = 0;
+    void* function = nullptr;
+  };
+  std::vector<SmallGroupRun> small_group_runs_;
+  std::map<NodeId, size_t> small_group_of_;  // member -> its group, for valid groups
+  std::vector<size_t> position_;             // a node's place in order_
+  int64_t small_groups_run_ = 0;
+  void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ is known
+  bool runs_small_group(size_t g);
   // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
   // `count` uint32 values, zero (the kernel leaves them so), at a fixed address per node.
   DevicePtr zeroed_counters(NodeId id, int64_t count);

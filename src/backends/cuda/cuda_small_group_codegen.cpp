@@ -1,0 +1,352 @@
+// Small nodes of one token computed by one block in one launch (see small_groups).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backends/cpu/fused_codegen.h"
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_codegen_parts.h"
+#include "core/cache_paths.h"
+#include "core/error.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+using namespace luminal::cpu::codegen;
+using cpu::emit_program;
+using namespace gen;
+
+// The product of a shape's dims after the first, where they are all constants.
+std::optional<int64_t> per_token(const std::vector<Expr>& shape) {
+  int64_t p = 1;
+  for (size_t d = 1; d < shape.size(); ++d) {
+    const std::optional<int64_t> v = shape[d].as_const();
+    if (!v) return std::nullopt;
+    p *= *v;
+  }
+  return p;
+}
+
+// A block's share of a split member's work (values evaluated, 4 a thread).
+constexpr int64_t kSmallGroupBlockWork = 1024;
+// Leaves up to this size a token are prefetched into L1 when the group starts.
+constexpr int64_t kSmallGroupPrefetchBytes = 64 << 10;
+
+bool is_reduction(const Node& n) {
+  return n.op == OpKind::SumReduce || n.op == OpKind::MaxReduce || (n.op == OpKind::Kernel && (n.kernel == "FusedSum" || n.kernel == "FusedMax"));
+}
+
+// Whether node `id` may be a member: f32, an elementwise fused program, a reduction over the
+// last axis of its input or a softmax over its last axis, with few values a token.
+bool small_member(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.dtype != DType::F32 || n.shape.empty() || n.inputs.empty()) return false;
+  const bool fused = n.op == OpKind::Kernel && n.kernel == "Fused";
+  const bool softmax = n.op == OpKind::Kernel && n.kernel == "Softmax" && n.axis == n.shape.size() - 1;
+  const bool reduction = is_reduction(n) && n.axis + 1 == n.inputs[0].view.shape().size();
+  if (!fused && !softmax && !reduction) return false;
+  const std::optional<int64_t> values = per_token(n.shape);
+  if (!values || *values > kSmallGroupMaxValues || *values < 1) return false;
+  if (reduction) {
+    const std::optional<int64_t> in = per_token(n.inputs[0].view.shape());
+    if (!in || *in > kSmallGroupMaxInputs || n.inputs[0].view.shape().size() < 2) return false;
+  }
+  return true;
+}
+
+// Leaves a group must not read: kinds whose values the executor may leave unmade (a norm its
+// GEMVs fold in, expert products their sum computes, a softmax its reader computes).
+bool deferrable(const Node& n) {
+  return n.op == OpKind::Kernel && (n.kernel == "RMSNorm" || n.kernel == "RMSNormMul" || n.kernel == "ScaledMatmul" || n.kernel == "Softmax");
+}
+
+// The values a member evaluates for one token: its outputs, a reduction's inputs, a softmax's
+// three passes.
+int64_t work_of(const Node& n) {
+  if (is_reduction(n)) return *per_token(n.inputs[0].view.shape());
+  return *per_token(n.shape) * (n.kernel == "Softmax" ? 3 : 1);
+}
+
+// A member's rows for one token: the values it stores, or a reduction's (its outputs).
+int64_t rows_of_member(const Node& n) {
+  return n.kernel == "Softmax" ? *per_token(n.shape) / n.shape.back().as_const().value_or(1) : *per_token(n.shape);
+}
+
+class GroupWriter {
+ public:
+  // `split`: the member whose rows the blocks share (grp.nodes.size(): none, one block).
+  GroupWriter(const Graph& g, const SmallGroup& grp, size_t split) : g_(g), grp_(grp), split_(split) {
+    for (size_t j = 0; j < grp.nodes.size(); ++j) member_[grp.nodes[j]] = j;
+    for (size_t l = 0; l < grp.leaves.size(); ++l) leaf_[grp.leaves[l]] = l;
+  }
+
+  // Members before the split one run in every block (block 0 stores them); the split one's rows
+  // are shared out; then the last block to finish (a counter, left zero) reads its values back
+  // from its buffer and runs the rest alone.
+  std::optional<std::string> body() {
+    std::ostringstream s;
+    for (size_t j = 0; j < grp_.nodes.size(); ++j) {
+      std::optional<std::string> m = member(j);
+      if (!m) return std::nullopt;
+      s << "  {  // " << node_label(grp_.nodes[j]) << "\n" << *m << "  }\n  __syncthreads();\n";
+      if (j != split_) continue;
+      const std::string J = std::to_string(j);
+      s << "  {\n    __shared__ int lm_last;\n"
+        << "    __threadfence();\n    __syncthreads();\n"
+        << "    if (threadIdx.x == 0) {\n"
+        << "      lm_last = atomicAdd((unsigned*)lm_cnt, 1u) == gridDim.x - 1;\n"
+        << "      if (lm_last) *(unsigned*)lm_cnt = 0u;  // ready for the next launch\n    }\n"
+        << "    __syncthreads();\n    if (!lm_last) return;\n    __threadfence();\n"
+        << "    const long long lm_n = " << c(product_of(g_.node(grp_.nodes[j]).shape, 0, g_.node(grp_.nodes[j]).shape.size())) << ";\n"
+        << "    for (long long lm_z = threadIdx.x; lm_z < lm_n; lm_z += blockDim.x) lm_s" << J << "[lm_z] = __ldcg((const float*)lm_o" << J
+        << " + lm_z);\n  }\n  __syncthreads();\n";
+    }
+    return s.str();
+  }
+
+ private:
+  const Graph& g_;
+  const SmallGroup& grp_;
+  size_t split_;
+  std::map<NodeId, size_t> member_, leaf_;
+
+  std::string node_label(NodeId id) const {
+    const Node& n = g_.node(id);
+    return "%" + std::to_string(id) + " " + (n.kernel.empty() ? std::string(op_name(n.op)) : n.kernel);
+  }
+
+  // lm_ld<i>(flat index of the input's view): a member's value from shared memory, a leaf's from
+  // its buffer, the view's pad value where its mask hides the element.
+  std::string loaders(const Node& n) const {
+    std::ostringstream s;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const View& v = n.inputs[i].view;
+      const IndexExprs ix = v.flat_index();
+      const NodeId src = n.inputs[i].src;
+      const DType t = g_.node(src).dtype;
+      s << "    auto lm_ld" << i << " = [&](long long lm_q) -> " << value_type(t) << " {\n";
+      if (!ix.valid.is_const(1)) s << "      if (!" << c(ix.valid) << ") return " << value_lit(v.pad_value(), t) << ";\n";
+      if (auto m = member_.find(src); m != member_.end())
+        s << "      return lm_s" << m->second << "[" << c(ix.index) << "];\n    };\n";
+      else
+        s << "      return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_l" + std::to_string(leaf_.at(src)) + ")[" + c(ix.index) + "]")
+          << ";\n    };\n";
+    }
+    return s.str();
+  }
+
+  // Stores value `v` (of dtype `from`) of member j at flat index `at`: to shared memory and to
+  // its buffer (from block 0 alone where every block computes it).
+  std::string put(size_t j, const std::string& at, const std::string& v, DType from) const {
+    const std::string J = std::to_string(j);
+    return "{ const float lm_v = " + convert(v, from, DType::F32) + "; lm_s" + J + "[" + at + "] = lm_v; " + (j < split_ ? "if (blockIdx.x == 0) " : "") +
+           "((float*)lm_o" + J + ")[" + at + "] = lm_v; }\n";
+  }
+
+  // Rows of `len` values, `lm_tpr` adjacent lanes a row (as many as the block's threads allow
+  // up to a warp), the block's share of them where member j is split: the loop over rows is the
+  // same for every thread of a block, so the shuffles are too.
+  std::string row_loop_opening(size_t j, const Expr& rows, const Expr& len) const {
+    std::ostringstream s;
+    s << "    const long long lm_rows = " << c(rows) << ", lm_len = " << c(len) << ";\n";
+    if (j == split_)
+      s << "    const long long lm_share = (lm_rows + gridDim.x - 1) / gridDim.x, lm_first = blockIdx.x * lm_share,"
+        << " lm_end = lm_first + lm_share < lm_rows ? lm_first + lm_share : lm_rows;\n";
+    else
+      s << "    const long long lm_share = lm_rows, lm_first = 0, lm_end = lm_rows;\n";
+    s << "    int lm_tpr = 32;\n"
+      << "    while (lm_tpr > 1 && (long long)(blockDim.x / lm_tpr) < lm_share) lm_tpr >>= 1;\n"
+      << "    for (long long lm_r0 = lm_first; lm_r0 < lm_end; lm_r0 += blockDim.x / lm_tpr) {\n"
+      << "      const long long lm_row = lm_r0 + threadIdx.x / lm_tpr;\n"
+      << "      const bool lm_live = lm_row < lm_end;\n";
+    return s.str();
+  }
+  static std::string lanes_combine(const std::string& var, const std::string& combine) {
+    return "      for (int lm_x = lm_tpr >> 1; lm_x > 0; lm_x >>= 1) " + var + " = (" + combine + ")(" + var + ", __shfl_xor_sync(0xffffffffu, " +
+           var + ", lm_x));\n";
+  }
+
+  std::optional<std::string> member(size_t j) const {
+    const Node& n = g_.node(grp_.nodes[j]);
+    std::vector<DType> in_dt;
+    for (const Edge& e : n.inputs) in_dt.push_back(g_.node(e.src).dtype);
+    std::ostringstream s;
+    s << loaders(n);
+    auto inputs_at = [&](int count, const std::string& at, const std::string& indent) {
+      std::string out;
+      for (int i = 0; i < count; ++i)
+        out += indent + "const " + value_type(in_dt[i]) + " x" + std::to_string(i) + " = lm_ld" + std::to_string(i) + "(" + at + ");\n";
+      return out;
+    };
+    if (n.op == OpKind::Kernel && n.kernel == "Fused") {
+      const FusedProgram p = FusedProgram::decode(n.code);
+      s << "    const long long lm_n = " << c(product_of(n.shape, 0, n.shape.size())) << ";\n"
+        << (j == split_ ? "    for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
+                        : "    for (long long lm_z = threadIdx.x; lm_z < lm_n; lm_z += blockDim.x) {\n")
+        << inputs_at(p.n_inputs, "lm_z", "      ");
+      if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, in_dt, "v", "      ")) return std::nullopt;
+      s << "      " << put(j, "lm_z", "v" + std::to_string(p.instrs.size() - 1), p.instrs.back().dtype) << "    }\n";
+      return s.str();
+    }
+    if (n.op == OpKind::Kernel && n.kernel == "Softmax") {
+      const float log2e = 1.4426950408889634f;
+      const std::string x = "(float)lm_ld0(lm_row * lm_len + lm_k)", e = "exp2f((" + x + " + lm_m * -1.0f) * " + float_lit(log2e) + ")";
+      s << row_loop_opening(j, product_of(n.shape, 0, n.shape.size() - 1), n.shape.back())
+        << "      float lm_m = __int_as_float((int)0xff800000u);\n"
+        << "      if (lm_live) for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) lm_m = lm_fmax_nan(lm_m, " << x << ");\n"
+        << lanes_combine("lm_m", "lm_fmax_nan") << "      float lm_sum = 0.0f;\n"
+        << "      if (lm_live) for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) lm_sum += " << e << ";\n"
+        << lanes_combine("lm_sum", "[](float a, float b) { return a + b; }") << "      const float lm_rcp = 1.0f / lm_sum;\n"
+        << "      if (lm_live)\n"
+        << "        for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) "
+        << put(j, "lm_row * lm_len + lm_k", e + " * lm_rcp", DType::F32) << "    }\n";
+      return s.str();
+    }
+    // A reduction over the last axis, with its prologue and epilogue programs where fused.
+    const bool sum = n.op == OpKind::SumReduce || n.kernel == "FusedSum";
+    std::optional<FusedProgram> pro, epi;
+    DType t = n.dtype;
+    if (n.op == OpKind::Kernel) {
+      size_t pos = 0;
+      pro = FusedProgram::decode(n.code, pos);
+      if (pos < n.code.size()) epi = FusedProgram::decode(n.code, pos);
+      t = pro->instrs.back().dtype;
+    }
+    const Acc acc = accumulator(sum, t);
+    const std::vector<Expr>& in_shape = n.inputs[0].view.shape();
+    s << row_loop_opening(j, product_of(in_shape, 0, in_shape.size() - 1), in_shape.back()) << "      " << acc.type << " lm_acc = " << acc.init
+      << ";\n"
+      << "      if (lm_live)\n"
+      << "        for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) {\n"
+      << "          const long long lm_at = lm_row * lm_len + lm_k;\n";
+    if (pro) {
+      s << inputs_at(pro->n_inputs, "lm_at", "          ");
+      if (!emit_program(s, *pro, [](int k) { return "x" + std::to_string(k); }, in_dt, "v", "          ")) return std::nullopt;
+      s << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(v" << pro->instrs.size() - 1 << "));\n";
+    } else {
+      s << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(" << convert("lm_ld0(lm_at)", in_dt[0], t) << "));\n";
+    }
+    s << "        }\n" << lanes_combine("lm_acc", acc.combine) << "      if (lm_live && threadIdx.x % lm_tpr == 0) {\n"
+      << "        const " << value_type(t) << " lm_r = " << acc.result(t) << ";\n";
+    if (epi) {
+      const int pn = pro ? pro->n_inputs : 1;
+      std::vector<DType> dt{t};
+      for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(in_dt[static_cast<size_t>(pn + i - 1)]);
+      auto input = [&](int k) { return k == 0 ? std::string("lm_r") : "lm_ld" + std::to_string(pn + k - 1) + "(lm_row)"; };
+      if (!emit_program(s, *epi, input, dt, "e", "        ")) return std::nullopt;
+      s << "        " << put(j, "lm_row", "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype);
+    } else {
+      s << "        " << put(j, "lm_row", "lm_r", t);
+    }
+    s << "      }\n    }\n";
+    return s.str();
+  }
+};
+
+// Whether `leaf` depends on any of `members` (then the group cannot run before it).
+bool depends_on(const Graph& g, NodeId leaf, const std::set<NodeId>& members) {
+  std::vector<NodeId> todo{leaf};
+  std::set<NodeId> seen;
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    if (!seen.insert(id).second) continue;
+    if (members.count(id)) return true;
+    for (const Edge& e : g.node(id).inputs) todo.push_back(e.src);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+  const std::vector<NodeId> order = plan.topo_order();
+  std::set<NodeId> candidates;
+  for (NodeId id : order)
+    if (plan.node(id).op != OpKind::Input && small_member(plan, id)) candidates.insert(id);
+  // Connected components over the edges between candidates, each in the plan's order.
+  std::map<NodeId, NodeId> root;
+  std::function<NodeId(NodeId)> find = [&](NodeId x) { return root[x] == x ? x : root[x] = find(root[x]); };
+  for (NodeId id : candidates) root[id] = id;
+  for (NodeId id : candidates)
+    for (const Edge& e : plan.node(id).inputs)
+      if (candidates.count(e.src)) root[find(id)] = find(e.src);
+  std::map<NodeId, std::vector<NodeId>> components;
+  for (NodeId id : order)
+    if (candidates.count(id)) components[find(id)].push_back(id);
+  std::vector<SmallGroup> out;
+  for (auto& [r, nodes] : components) {
+    if (nodes.size() < 2) continue;
+    const std::set<NodeId> members(nodes.begin(), nodes.end());
+    SmallGroup grp;
+    grp.nodes = nodes;
+    bool ok = true;
+    for (NodeId id : nodes) {
+      grp.capacity.push_back(*per_token(plan.node(id).shape));
+      for (const Edge& e : plan.node(id).inputs)
+        if (!members.count(e.src) && std::find(grp.leaves.begin(), grp.leaves.end(), e.src) == grp.leaves.end()) {
+          ok = ok && !deferrable(plan.node(e.src)) && !depends_on(plan, e.src, members);
+          grp.leaves.push_back(e.src);
+        }
+    }
+    if (!ok) continue;
+    // The first member with much work is shared out over blocks (the ranks of 128 experts: 16384
+    // comparisons, 1.6-3 us for one block); the members before it are cheap, so every block
+    // runs them.
+    size_t split = nodes.size();
+    for (size_t j = 0; j < nodes.size() && split == nodes.size(); ++j)
+      if (work_of(plan.node(nodes[j])) > kSmallGroupBlockWork) split = j;
+    // Blocks share rows: no more blocks than the member has rows (a softmax's or reduction's
+    // rows, an elementwise member's values).
+    const int64_t blocks =
+        split == nodes.size() ? 1
+                              : std::min({int64_t{64}, rows_of_member(plan.node(nodes[split])),
+                                          (work_of(plan.node(nodes[split])) + kSmallGroupBlockWork - 1) / kSmallGroupBlockWork});
+    const std::optional<std::string> body = GroupWriter(plan, grp, blocks > 1 ? split : nodes.size()).body();
+    if (!body) continue;
+    std::set<std::string> dims;
+    for (NodeId id : nodes)
+      for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
+    for (NodeId id : grp.leaves)
+      for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
+    std::ostringstream text;
+    text << "(char* __restrict__ lm_o0";
+    for (size_t j = 1; j < nodes.size(); ++j) text << ", char* __restrict__ lm_o" << j;
+    for (size_t l = 0; l < grp.leaves.size(); ++l) text << ", const char* __restrict__ lm_l" << l;
+    if (blocks > 1) text << ", char* __restrict__ lm_cnt";
+    text << ", const long long* __restrict__ lm_dims) {\n";
+    for (const std::string& d : dims) {
+      const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+      if (it == graph_dims.end()) throw Error("CUDA backend: dim " + d + " is missing from the graph's dims");
+      text << "  const long long " << d << " = lm_dims[" << (it - graph_dims.begin()) << "];\n";
+    }
+    for (size_t j = 0; j < nodes.size(); ++j) text << "  __shared__ float lm_s" << j << "[" << grp.capacity[j] << "];\n";
+    text << "  lm_grid_release();\n  lm_grid_wait();\n";
+    // Every leaf of a few kilobytes into L1 at once: the members read them one after another
+    // (the ranks' table of lower indices only after the softmax), each read a trip to L2.
+    for (size_t l = 0; l < grp.leaves.size(); ++l) {
+      const Node& leaf = plan.node(grp.leaves[l]);
+      const std::optional<int64_t> values = per_token(leaf.shape);
+      if (!values || *values * static_cast<int64_t>(dtype_size(leaf.dtype)) > kSmallGroupPrefetchBytes) continue;
+      text << "  for (long long lm_p = threadIdx.x * 128LL; lm_p < " << c(product_of(leaf.shape, 0, leaf.shape.size())) << " * "
+           << dtype_size(leaf.dtype) << "LL; lm_p += blockDim.x * 128LL) asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(lm_l" << l
+           << " + lm_p));\n";
+    }
+    text << *body << "}\n";
+    const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + ") ";
+    const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
+    if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
+      functions.names.push_back(name);
+      functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
+    }
+    grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
+    grp.counter = blocks > 1;
+    out.push_back(std::move(grp));
+  }
+  return out;
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,45 @@
+// When a plan's small groups (SmallGroup, cuda_codegen.h) run, and where in the plan's order.
+#include <algorithm>
+
+#include "backends/cuda/cuda_executor.h"
+
+namespace luminal::cuda {
+
+void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_name) {
+  const std::vector<NodeId> order = graph_.topo_order();
+  position_.assign(graph_.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) position_[order[i]] = i;
+  std::vector<std::vector<NodeId>> readers(graph_.size());
+  for (NodeId id : order)
+    for (const Edge& e : graph_.node(id).inputs) readers[e.src].push_back(id);
+  small_group_runs_.assign(kernels_.small_groups.size(), {});
+  for (size_t g = 0; g < kernels_.small_groups.size(); ++g) {
+    const SmallGroup& grp = kernels_.small_groups[g];
+    SmallGroupRun& r = small_group_runs_[g];
+    r.function = by_name.at(grp.launch.function);
+    size_t after = 0;  // the leaves' last place, inputs aside (always there)
+    for (NodeId l : grp.leaves)
+      if (graph_.node(l).op != OpKind::Input) after = std::max(after, position_[l] + 1);
+    auto first = std::find_if(grp.nodes.begin(), grp.nodes.end(), [&](NodeId m) { return position_[m] >= after; });
+    if (first == grp.nodes.end()) continue;
+    r.launch_at = *first;
+    r.valid = true;
+    for (NodeId m : grp.nodes)
+      for (NodeId reader : readers[m])
+        if (std::find(grp.nodes.begin(), grp.nodes.end(), reader) == grp.nodes.end() && position_[reader] <= position_[r.launch_at])
+          r.valid = false;
+    if (r.valid)
+      for (NodeId m : grp.nodes) small_group_of_[m] = g;
+  }
+}
+
+bool CudaExecutor::runs_small_group(size_t g) {
+  if (!options_.small_groups || !small_group_runs_[g].valid) return false;
+  for (NodeId m : kernels_.small_groups[g].nodes) {
+    const Node& n = graph_.node(m);
+    if (keeps(m) || eval(n.shape[0]) != 1 || eval_true(n.shape[0]) != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,203 @@
+// An MoE's routing as the decoder writes it, on the GPU: a softmax with one row computed by its
+// first reader (NodeKernels::softmax_fold, CudaOptions::softmax_in_readers), and the nodes after
+// the router as one small group (SmallGroup, CudaOptions::small_groups).
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/nvrtc.h"
+#include "compiler/compile.h"
+#include "cuda/cuda_cases.h"
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "runtime/interpreter.h"
+
+namespace luminal::cuda {
+namespace {
+
+constexpr int64_t kHidden = 24;
+
+// The router's softmax, each expert's rank among a token's (larger, or equal at a lower index)
+// as a fused count, chosen when under k, and the chosen probabilities renormalised
+// (src/models/decoder_graph.cpp, route()).
+Graph routing(int64_t experts = 16, int64_t k = 4) {
+  Graph g;
+  const Expr s = Expr::var("s");
+  Tensor x = input(g, "x", DType::F32, {s, kHidden});
+  Tensor router = cast(input(g, "router", DType::BF16, {experts, kHidden}), DType::F32);
+  Tensor probs = softmax(linear(x, router, std::nullopt), -1);
+  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
+  Tensor lower = lt(unsqueeze(arange(g, 0, experts), 0), unsqueeze(arange(g, 0, experts), 1));
+  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
+  Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(k))), DType::F32);
+  Tensor w = probs * chosen;
+  (w / sum(w, {-1}, true)).output("weights");
+  chosen.output("chosen");
+  return g;
+}
+
+Graph plan_of(const Graph& g) {
+  CompileOptions o;
+  o.dedup = false;
+  return compile(g, o).plan;
+}
+
+// The softmax's first reader in the plan is the count, a fused reduction: it has the form.
+TEST(CudaCodegen, ASoftmaxsFirstReaderCanComputeIt) {
+  const Graph plan = plan_of(routing());
+  const PlanKernels k = generate_plan_kernels(plan);
+  int softmaxes = 0, folds = 0;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    const Node& n = plan.node(id);
+    softmaxes += n.op == OpKind::Kernel && n.kernel == "Softmax";
+    if (!k.per_node[id] || !k.per_node[id]->softmax_fold) continue;
+    ++folds;
+    EXPECT_EQ(plan.node(k.per_node[id]->softmax_node).kernel, "Softmax");
+    EXPECT_TRUE(k.per_node[id]->softmax_fold->launches.at(0).softmax_out);
+  }
+  EXPECT_EQ(softmaxes, 1) << plan.dump();
+  EXPECT_GE(folds, 1) << plan.dump();  // the count, and the weights' readers of the softmax
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// A softmax over a long row (a vocabulary) stays a kernel of its own: each of its reader's
+// blocks would pass over the whole row.
+TEST(CudaCodegen, ALongSoftmaxIsNotFoldedIntoItsReader) {
+  Graph g;
+  Tensor logits = input(g, "logits", DType::F32, {Expr::var("s"), 5000});
+  (softmax(logits, -1) * 2.0f + 1.0f).output("y");
+  const Graph plan = plan_of(g);
+  const PlanKernels k = generate_plan_kernels(plan);
+  int softmaxes = 0;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    softmaxes += plan.node(id).op == OpKind::Kernel && plan.node(id).kernel == "Softmax";
+    EXPECT_FALSE(k.per_node[id] && k.per_node[id]->softmax_fold) << plan.node(id).kernel;
+  }
+  EXPECT_EQ(softmaxes, 1) << plan.dump();
+}
+
+// One token: the softmax launches nothing and the chosen experts and weights are the
+// reference's; three tokens: the softmax runs. Recorded and replayed graphs, with and without.
+TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const Graph g = routing();
+  const Graph plan = plan_of(g);
+  for (bool fold : {true, false}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.softmax_in_readers = fold, .small_groups = false});
+    // The last round replays s=1's graph on new values.
+    const std::vector<int64_t> rounds{1, 3, 1};
+    for (size_t round = 0; round < rounds.size(); ++round) {
+      const int64_t s = rounds[round];
+      const int64_t before = cuda.softmaxes_folded();
+      Interpreter ref(g);
+      const Buffer x = testing::random_buffer(DType::F32, {s, kHidden}, static_cast<uint32_t>(round * 7 + 1), -1, 1);
+      const Buffer router = testing::random_buffer(DType::BF16, {16, kHidden}, 3, -1, 1);
+      ref.set_input("x", x);
+      ref.set_input("router", router);
+      cuda.set_input("x", x);
+      cuda.set_input("router", router);
+      ref.run();
+      for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
+        cuda.run();
+        for (const char* name : {"chosen", "weights"}) {
+          const Buffer want = ref.output(name), got = cuda.output(name);
+          ASSERT_EQ(got.numel(), want.numel());
+          for (size_t i = 0; i < want.numel(); ++i)
+            ASSERT_NEAR(got.get(i), want.get(i), 1e-6) << name << "[" << i << "] s=" << s << " run " << rep + 1 << (fold ? "" : " (no fold)");
+        }
+      }
+      // Runs launched one by one fold (a replayed graph launches nothing itself).
+      if (round < 2) {
+        EXPECT_EQ(cuda.softmaxes_folded() > before, fold && s == 1) << "s=" << s;
+      }
+    }
+  }
+}
+
+// After the router, the softmax, the ranks, the weights' sum and the weights are one small
+// group: one block for 16 experts; for 128 the ranks (16384 comparisons) are shared out over
+// blocks, and the last to finish runs the sum and the weights.
+TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
+  for (int64_t experts : {16, 128}) {
+    const Graph plan = plan_of(routing(experts, 8));
+    const PlanKernels k = generate_plan_kernels(plan);
+    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+    const SmallGroup& grp = k.small_groups[0];
+    std::vector<std::string> kinds;
+    for (NodeId id : grp.nodes) kinds.push_back(plan.node(id).kernel);
+    EXPECT_EQ(kinds, (std::vector<std::string>{"Softmax", "FusedSum", "FusedSum", "Fused"})) << plan.dump();
+    std::vector<std::string> leaves;
+    for (NodeId id : grp.leaves) leaves.push_back(plan.node(id).kernel.empty() ? op_name(plan.node(id).op) : plan.node(id).kernel);
+    EXPECT_EQ(leaves.size(), 2u) << plan.dump();  // the router's logits and the lower-index table
+    EXPECT_EQ(grp.capacity, (std::vector<int64_t>{experts, experts, 1, experts}));
+    EXPECT_EQ(grp.counter, experts == 128);
+    EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
+    EXPECT_NE(std::find(k.functions.names.begin(), k.functions.names.end(), grp.launch.function), k.functions.names.end());
+  }
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  PlanKernels k = generate_plan_kernels(plan_of(routing(128, 8)));
+  k.drop_alternatives();
+  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// Nodes of more than one token's size, or reading a norm whose GEMVs may fold it in, form no group.
+TEST(CudaCodegen, WideOrDeferrableValuesFormNoSmallGroup) {
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("s"), 2048});
+  Tensor y = x * 2.0f + 1.0f;
+  (y / sum(y, {-1}, true)).output("wide");
+  Tensor n = rms_norm(input(g, "v", DType::F32, {Expr::var("s"), 8}), std::nullopt, 1e-6);
+  Tensor e = exp(n);
+  (e / sum(e, {-1}, true)).output("after_norm");
+  const Graph plan = plan_of(g);
+  const PlanKernels k = generate_plan_kernels(plan);
+  for (const SmallGroup& grp : k.small_groups)
+    for (NodeId l : grp.leaves) EXPECT_NE(plan.node(l).kernel, "RMSNorm") << plan.dump();
+  for (const SmallGroup& grp : k.small_groups)
+    for (NodeId m : grp.nodes) EXPECT_LE(plan.node(m).shape.back().as_const().value_or(0), kSmallGroupMaxValues) << plan.dump();
+}
+
+// One token: the group's one launch gives the reference's chosen experts and weights (16 and 128
+// experts, on and off); three tokens: the members launch as before. Recorded and replayed graphs.
+TEST(CudaBackend, SmallGroupsMatchTheReference) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (int64_t experts : {16, 128}) {
+    const Graph g = routing(experts, 8);
+    const Graph plan = plan_of(g);
+    for (bool on : {true, false}) {
+      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on});
+      const std::vector<int64_t> rounds{1, 3, 1};
+      for (size_t round = 0; round < rounds.size(); ++round) {
+        const int64_t s = rounds[round];
+        const int64_t before = cuda.small_groups_run();
+        Interpreter ref(g);
+        const Buffer x = testing::random_buffer(DType::F32, {s, kHidden}, static_cast<uint32_t>(round * 11 + experts), -1, 1);
+        const Buffer router = testing::random_buffer(DType::BF16, {experts, kHidden}, 5, -1, 1);
+        ref.set_input("x", x);
+        ref.set_input("router", router);
+        cuda.set_input("x", x);
+        cuda.set_input("router", router);
+        ref.run();
+        for (int rep = 0; rep < 3; ++rep) {
+          cuda.run();
+          for (const char* name : {"chosen", "weights"}) {
+            const Buffer want = ref.output(name), got = cuda.output(name);
+            ASSERT_EQ(got.numel(), want.numel());
+            for (size_t i = 0; i < want.numel(); ++i)
+              ASSERT_NEAR(got.get(i), want.get(i), 1e-6)
+                  << name << "[" << i << "] experts=" << experts << " s=" << s << " run " << rep + 1 << (on ? "" : " (groups off)");
+          }
+        }
+        if (round < 2) {
+          EXPECT_EQ(cuda.small_groups_run() > before, on && s == 1) << "experts=" << experts << " s=" << s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace luminal::cuda
