@@ -128,27 +128,34 @@ TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
 // launch uses, none that only alternatives used, and still compiles.
 TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
   PlanKernels k = fixture_plan_kernels("qwen3-moe-tiny");
+  // Every node's forms that fold something in (a norm, the gated experts' product, an expert
+  // sum), and theirs (the gated experts' normed form): each keeps its first schedule.
+  auto forms_of = [](const NodeKernels& n) {
+    std::vector<const NodeKernels*> out;
+    for (const auto& f : {n.normed, n.gated, n.expert_sum})
+      if (f) out.push_back(f.get());
+    for (size_t i = 0; i < out.size(); ++i)
+      for (const auto& f : {out[i]->normed, out[i]->gated})
+        if (f) out.push_back(f.get());
+    return out;
+  };
   std::set<std::string> only_alternatives;
+  int normed_experts = 0;
   for (const auto& n : k.per_node)
     if (n) {
       for (const Launch& l : n->alternatives) only_alternatives.insert(l.function);
-      // The schedules that fold in a norm, the gated experts' and an expert sum's: their first
-      // stays too.
-      for (const auto& form : {n->normed, n->gated, n->expert_sum})
-        if (form)
-          for (const Launch& l : form->alternatives) only_alternatives.insert(l.function);
+      for (const NodeKernels* form : forms_of(*n))
+        for (const Launch& l : form->alternatives) only_alternatives.insert(l.function);
+      normed_experts += n->gated && n->gated->normed;
     }
+  EXPECT_GT(normed_experts, 0);  // the gate/up experts reading the post-attention norm
   int sums = 0;
   for (const auto& n : k.per_node)
     if (n) {
       for (const Launch& l : n->launches) only_alternatives.erase(l.function);
-      if (n->normed) only_alternatives.erase(n->normed->launches[0].function);
-      if (n->gated) only_alternatives.erase(n->gated->launches[0].function);
+      for (const NodeKernels* form : forms_of(*n)) only_alternatives.erase(form->launches[0].function);
       if (n->softmax_fold) only_alternatives.erase(n->softmax_fold->launches[0].function);
-      if (n->expert_sum) {
-        only_alternatives.erase(n->expert_sum->launches[0].function);
-        ++sums;
-      }
+      sums += n->expert_sum != nullptr;
     }
   EXPECT_GT(sums, 0);
   ASSERT_GT(only_alternatives.size(), 10u);  // the GEMV and ScaledMatmul schedules
@@ -160,11 +167,12 @@ TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
     if (!n) continue;
     EXPECT_TRUE(n->alternatives.empty());
     for (const Launch& l : n->launches) EXPECT_TRUE(kept.count(l.function)) << l.function;
-    for (const auto& form : {n->normed, n->gated, n->expert_sum, n->softmax_fold})
-      if (form) {
-        EXPECT_TRUE(form->alternatives.empty());
-        EXPECT_TRUE(kept.count(form->launches[0].function)) << form->launches[0].function;
-      }
+    std::vector<const NodeKernels*> forms = forms_of(*n);
+    if (n->softmax_fold) forms.push_back(n->softmax_fold.get());
+    for (const NodeKernels* form : forms) {
+      EXPECT_TRUE(form->alternatives.empty());
+      EXPECT_TRUE(kept.count(form->launches[0].function)) << form->launches[0].function;
+    }
     for (const std::optional<Launch>& l : {n->tiled, n->tiled_mma}) {
       if (l) {
         EXPECT_TRUE(kept.count(l->function)) << l->function;
@@ -346,6 +354,20 @@ TEST(CudaCodegen, MoeGateUpExpertsCanStoreTheirGatedProduct) {
 
 void expect_close(const Buffer& want, const Buffer& got, const std::string& what);  // below
 
+// Which experts each of `rows` tokens chose, as a decode's routing gives them: two a row.
+Buffer two_experts_a_row(int64_t rows, int64_t experts) {
+  std::vector<float> pick(static_cast<size_t>(rows * experts), 0.0f);
+  for (int64_t t = 0; t < rows; ++t) pick[static_cast<size_t>(t * experts + t % 3)] = pick[static_cast<size_t>(t * experts + 4)] = 1.0f;
+  return Buffer::f32(pick, {rows, experts});
+}
+
+void set_both(Interpreter& ref, CudaExecutor& cuda, const std::map<std::string, Buffer>& in) {
+  for (const auto& [name, b] : in) {
+    ref.set_input(name, b);
+    cuda.set_input(name, b);
+  }
+}
+
 // An MoE's gate/up experts storing act(gate) * up themselves (CudaExecutor::gates_experts):
 // for a decode's few rows the product launches nothing, for many rows it runs; the values are
 // the reference's either way (unchosen experts' rows, scaled by zero, give act(0) * 0).
@@ -370,16 +392,11 @@ TEST(CudaBackend, GatedExpertsMatchTheReference) {
     // looser than expect_close (their own tests bound them; the H200 had 3.5e-5 here).
     CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .gated_in_gemv = fold});
     for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{20}}) {
-      std::vector<float> pick(static_cast<size_t>(rows * E), 0.0f);
-      for (int64_t t = 0; t < rows; ++t) pick[static_cast<size_t>(t * E + t % 3)] = pick[static_cast<size_t>(t * E + 4)] = 1.0f;
       const std::map<std::string, Buffer> in{{"x", testing::random_buffer(DType::F32, {rows, H}, 31)},
                                              {"w", testing::random_buffer(DType::BF16, {E, 2 * I, H}, 32)},
-                                             {"chosen", Buffer::f32(pick, {rows, E})}};
+                                             {"chosen", two_experts_a_row(rows, E)}};
       Interpreter ref(g);
-      for (const auto& [name, b] : in) {
-        ref.set_input(name, b);
-        cuda.set_input(name, b);
-      }
+      set_both(ref, cuda, in);
       ref.run();
       const int64_t before = cuda.products_folded();
       for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
@@ -387,6 +404,50 @@ TEST(CudaBackend, GatedExpertsMatchTheReference) {
         expect_close(ref.output("act"), cuda.output("act"), "act at s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1));
       }
       EXPECT_EQ(cuda.products_folded() > before, fold && rows <= 8) << "s=" << rows;
+    }
+  }
+}
+
+// The same experts reading a norm, as a decode's gate/up read the post-attention norm beside the
+// router: with one or three rows both GEMVs fold the norm in (gated->normed) and it launches
+// nothing; at 20 rows, or with the fold off, it runs.
+TEST(CudaBackend, NormedGatedExpertsMatchTheReference) {
+  constexpr int64_t E = 6, I = 16, H = 24;
+  Graph g;
+  const Expr s = Expr::var("s");
+  Tensor x = input(g, "x", DType::F32, {s, H});
+  Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
+  linear(h, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt).output("logits");
+  Tensor w = cast(input(g, "w", DType::BF16, {E, 2 * I, H}), DType::F32);
+  Tensor chosen = input(g, "chosen", DType::F32, {s, E});
+  Tensor xs = expand(unsqueeze(h, 0), {Expr(E), s, Expr(H)}) * unsqueeze(permute(chosen, {1, 0}), 2);
+  Tensor gu = matmul(xs, transpose(w, 1, 2));
+  (silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I)).output("act");
+  const Graph plan = compiled(g);
+  const PlanKernels kernels = generate_plan_kernels(plan);
+  int forms = 0;
+  for (const auto& k : kernels.per_node) forms += k && k->gated && k->gated->normed;
+  ASSERT_EQ(forms, 1) << plan.dump();
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  for (bool fold : {true, false}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .norm_in_gemv = fold});
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{20}}) {
+      const std::map<std::string, Buffer> in{{"x", testing::random_buffer(DType::F32, {rows, H}, 41)},
+                                             {"gain", testing::random_buffer(DType::BF16, {H}, 42)},
+                                             {"router", testing::random_buffer(DType::BF16, {E, H}, 43)},
+                                             {"w", testing::random_buffer(DType::BF16, {E, 2 * I, H}, 44)},
+                                             {"chosen", two_experts_a_row(rows, E)}};
+      Interpreter ref(g);
+      set_both(ref, cuda, in);
+      ref.run();
+      const int64_t before = cuda.norms_folded();
+      for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
+        cuda.run();
+        const std::string at = " at s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (fold ? "" : " (no fold)");
+        expect_close(ref.output("act"), cuda.output("act"), "act" + at);
+        expect_close(ref.output("logits"), cuda.output("logits"), "logits" + at);
+      }
+      EXPECT_EQ(cuda.norms_folded() > before, fold && rows <= 8) << "s=" << rows;
     }
   }
 }

@@ -259,13 +259,12 @@ struct FoldedNorm {
   NormPrologue prologue;
   std::vector<std::string> dims;
 };
-std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
-  const Node& p = g.node(mm.inputs[0].src);
+// The norm node `id` as a fold: its x and gain as above (the read is the caller's to check).
+std::optional<FoldedNorm> folded_norm(const Graph& g, NodeId id) {
+  const Node& p = g.node(id);
   if (p.op != OpKind::Kernel || (p.kernel != "RMSNormMul" && p.kernel != "RMSNorm") || p.dtype != DType::F32 || p.shape.empty() ||
-      p.axis + 1 != p.shape.size() || mm.inputs[1].src == mm.inputs[0].src)
+      p.axis + 1 != p.shape.size())
     return std::nullopt;
-  const View& read = mm.inputs[0].view;
-  if (!read.is_contiguous() || !(read.shape() == p.shape)) return std::nullopt;
   const ViewLayer* x = plain_strided(p.inputs[0].view);
   if (!x || g.node(p.inputs[0].src).dtype != DType::F32 || !x->strides.back().is_const(1) || !(x->shape == p.shape)) return std::nullopt;
   std::vector<Expr> used = {x->offset};
@@ -286,6 +285,36 @@ std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
   for (const Expr& e : used)
     for (const std::string& d : e.dims()) dims.insert(d);
   return FoldedNorm{*x, pro, {dims.begin(), dims.end()}};
+}
+
+std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
+  const Node& p = g.node(mm.inputs[0].src);
+  const View& read = mm.inputs[0].view;
+  if (mm.inputs[1].src == mm.inputs[0].src || !read.is_contiguous() || !(read.shape() == p.shape)) return std::nullopt;
+  return folded_norm(g, mm.inputs[0].src);
+}
+
+// The same for an MoE's gate/up experts (ScaledMatmul `sm`) reading the norm in order and
+// broadcast over the experts ([E, m, k], stride 0 along E): x's layer gets that leading dim.
+std::optional<FoldedNorm> expert_norm_prologue_of(const Graph& g, const Node& sm) {
+  const NodeId src = sm.inputs[0].src;
+  if (sm.inputs[1].src == src || sm.inputs[2].src == src) return std::nullopt;
+  std::optional<FoldedNorm> f = folded_norm(g, src);
+  const ViewLayer* rd = plain_strided(sm.inputs[0].view);
+  const std::vector<Expr>& shape = g.node(src).shape;
+  if (!f || !rd || rd->shape.size() != shape.size() + 1 || !rd->strides[0].is_const(0) || !rd->offset.is_const(0)) return std::nullopt;
+  int64_t stride = 1;  // the norm's shape is constant past its first dim (a token's row), read in order
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (!(rd->shape[d + 1] == shape[d])) return std::nullopt;
+    const std::optional<int64_t> st = rd->strides[d + 1].as_const(), len = shape[d].as_const();
+    if (!st || (*st != stride && !(len && *len == 1))) return std::nullopt;
+    if (d > 0 && !len) return std::nullopt;
+    stride *= len.value_or(1);
+  }
+  f->x.insert_dim(0, rd->shape[0], Expr(0));
+  for (const std::string& d : rd->shape[0].dims())
+    if (std::find(f->dims.begin(), f->dims.end(), d) == f->dims.end()) f->dims.push_back(d);
+  return f;
 }
 
 // A generic matmul's opening: a warp per output (b, i, j) of A [.., m, k] x B [.., k, n], in a
@@ -1134,6 +1163,26 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
             l.blocks_per_sm = cap;
             (gk->launches.empty() ? gk->launches : gk->alternatives).push_back(l);
           }
+        // And reading the norm that gives the experts' activations (a decode's: the router's
+        // GEMV folds it too, so it launches nothing; CudaExecutor::defers_norm).
+        if (const std::optional<FoldedNorm> fold = expert_norm_prologue_of(g, n); fold && !gk->launches.empty()) {
+          auto normed = std::make_shared<NodeKernels>();
+          w.set_extra_dims(fold->dims);
+          w.set_gain_param(fold->prologue.gain);
+          for (int cap : {0, 4})
+            for (const LinearVariant& v : kLinearVariants) {
+              if (v.cols % 2 != 0 || v.staged) continue;
+              auto body = strided_linear_body(&fold->x, lb, dts, count_decl, store_v, v, ls, &fold->prologue, &epi);
+              if (!body) continue;
+              Launch l = linear_launch(w.finish(*body, functions), count, v);
+              l.blocks_per_sm = cap;
+              l.gain_in = fold->prologue.gain;
+              (normed->launches.empty() ? normed->launches : normed->alternatives).push_back(l);
+            }
+          w.set_gain_param(false);
+          w.set_extra_dims({});
+          if (!normed->launches.empty()) gk->normed = normed;
+        }
         if (!gk->launches.empty()) {
           r.gated = gk;
           r.gated_node = ge->product;

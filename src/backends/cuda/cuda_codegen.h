@@ -217,7 +217,7 @@ std::optional<JoinedFunction> joined_function(const std::vector<std::string>& te
 // kBlockThreads runs the members, except that the first member with much work (an expert's
 // rank among 128: 16384 comparisons) is shared out over several blocks, which run the cheap
 // members before it each, and the last of them to finish runs the rest. The executor runs it where
-// every member's first dim is 1 (CudaExecutor::small_group_turn); no leaf depends on a member,
+// every member's first dim is 1 (CudaExecutor::runs_small_group); no leaf depends on a member,
 // and none is of a kind whose value the executor may leave unmade (a norm folded into its
 // GEMVs, expert products folded into their sum, a folded softmax).
 constexpr int64_t kSmallGroupMaxValues = 1024, kSmallGroupMaxInputs = 65536;

@@ -204,7 +204,10 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
     if (const auto& fold = kernels_.per_node[id]->softmax_fold) softmax_fold_functions_[id] = by_name.at(fold->launches[0].function);
     if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul")
+    {
       gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
+      if (gated->normed) gated_expert_normed_forms_[static_cast<NodeId>(id)] = load_form(gated->normed.get(), by_name);
+    }
   }
   prepare_small_groups(by_name);
   for (LinearGroup& g : groups_) {
@@ -250,6 +253,7 @@ void CudaExecutor::read_env_options() {
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
+  if (const char* b = std::getenv("LUMINAL_CUDA_SMALL_GROUP_BLOCKS")) options_.small_group_blocks = std::max(0, std::atoi(b));
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
   if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
   const char* scatter = std::getenv("LUMINAL_CUDA_SCATTER_STORE");
@@ -912,7 +916,9 @@ void CudaExecutor::run(bool wait) {
           for (NodeId l : grp.leaves) in.push_back(ptr_of(l));
           if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
           if (timer) timer->start();
-          launch(grp.launch, k, r.function, live[grp.nodes[0]]->ptr, in);
+          Launch l = grp.launch;
+          if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(options_.small_group_blocks);
+          launch(l, k, r.function, live[grp.nodes[0]]->ptr, in);
           if (timer) {
             ProfileEntry& p = profile_["SmallGroup"];
             p.label = "SmallGroup";
@@ -994,7 +1000,14 @@ void CudaExecutor::run(bool wait) {
       flush_pending();
       const NodeId p = k.gated_node;
       const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
-      run_form(gated_expert_forms_.at(id), b.ptr, in, capture);
+      // Reading a deferred norm: in[0] is its input (ptr_of), its gain goes alongside.
+      const bool normed_in = deferred_norms_.count(n.inputs[0].src) > 0;
+      if (normed_in) {
+        const Node& norm = graph_.node(n.inputs[0].src);
+        gemv_gain_ = norm.inputs.size() > 1 ? ptr_of(norm.inputs[1].src) : 0;
+      }
+      run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+      gemv_gain_ = 0;
       ++products_folded_;
       release_inputs(n, 0);
       continue;  // its one reader, the product, takes gated_outputs_[p]
@@ -1394,6 +1407,12 @@ bool CudaExecutor::defers_norm(NodeId id) {
   for (NodeId r : reader_lists_[id]) {
     const Node& rn = graph_.node(r);
     const NodeKernels* k = kernels_.per_node[r] ? &*kernels_.per_node[r] : nullptr;
+    if (rn.op == OpKind::Kernel && rn.kernel == "ScaledMatmul") {  // an MoE decode's gate/up experts, in their gated form
+      if (!k || !gated_expert_normed_forms_.count(r) || rn.inputs[0].src != id || rn.inputs[1].src == id || rn.inputs[2].src == id || keeps(r) ||
+          !gates_experts(r))
+        return false;
+      continue;
+    }
     if (!k || !k->linear || rn.inputs[0].src != id || rn.inputs[1].src == id || keeps(r)) return false;
     if (auto g = group_of_member_.find(r); g != group_of_member_.end() && group_usable(groups_[g->second])) {
       if (!groups_[g->second].kernels.normed || groups_[g->second].on_library) return false;

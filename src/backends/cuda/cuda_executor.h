@@ -131,9 +131,12 @@ struct CudaOptions {
   // several. Also LUMINAL_CUDA_PAIRS=0.
   bool pair_launches = true;
   // Small nodes of one token (a decode's MoE routing after its router) run as one launch of
-  // their group's function (SmallGroup, CudaExecutor::small_group_turn). Also
+  // their group's function (SmallGroup, CudaExecutor::runs_small_group). Also
   // LUMINAL_CUDA_SMALL_GROUPS=0.
   bool small_groups = true;
+  // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
+  // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
+  int small_group_blocks = 0;
   std::vector<std::string> bucketed_dims = {"past"};
   int64_t bucket = 256;
   // Grid-stride kernels launch at most this many blocks per multiprocessor (their loops take
@@ -362,7 +365,8 @@ class CudaExecutor {
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   std::map<NodeId, GemvForm> normed_forms_;  // a linear layer's NodeKernels::normed
   // Whether RMS norm `id` launches nothing this run: every reader is a linear layer (or group)
-  // with normed schedules that runs on the GEMV. deferred_norms_: such norms this run, whose
+  // with normed schedules that runs on the GEMV, or an MoE's gate/up experts that run their
+  // gated form with normed schedules (gates_experts). deferred_norms_: such norms this run, whose
   // readers take their input (ptr_of) and gain (gemv_gain_) instead.
   bool defers_norm(NodeId id);
   std::set<NodeId> deferred_norms_;
@@ -382,6 +386,8 @@ class CudaExecutor {
   // It then writes the product's value (gated_outputs_), and its own is never made.
   bool gates_experts(NodeId id);
   std::map<NodeId, GemvForm> gated_expert_forms_;  // a ScaledMatmul's NodeKernels::gated
+  // Its gated->normed: the same reading the norm that gives its activations (defers_norm).
+  std::map<NodeId, GemvForm> gated_expert_normed_forms_;
   // Whether Softmax `id` launches nothing this run (softmax_in_readers): one row at this run's
   // dims, and its first reader has a softmax_fold form. folded_softmaxes_: such softmaxes this
   // run, whose buffers that reader's block 0 fills (softmax_out_) and whose inputs stay live

@@ -34,7 +34,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const GatedEpilogue* gated) {
   const size_t r = a ? a->shape.size() : 0;
   if (scale && (scale->shape.size() != r || dt.size() < 3 || dt[2] != DType::F32)) return std::nullopt;
-  if (norm && (scale || (norm->gain && norm->gain_dtype != DType::F32 && norm->gain_dtype != DType::BF16))) return std::nullopt;
+  // A norm with a scale only for a gated product (an MoE decode's gate/up experts: listed
+  // experts, no path for many rows) and inline (a stage is one batch's).
+  if (norm && ((scale && (!gated || v.staged)) || (norm->gain && norm->gain_dtype != DType::F32 && norm->gain_dtype != DType::BF16)))
+    return std::nullopt;
   if (gated && v.cols % 2 != 0) return std::nullopt;
   if (!a || !b || r < 2 || b->shape.size() != r || dt[0] != DType::F32 || (dt[1] != DType::F32 && dt[1] != DType::BF16)) return std::nullopt;
   if (!a->strides[r - 1].is_const(1) || !b->strides[r - 2].is_const(1)) return std::nullopt;

@@ -32,8 +32,6 @@ std::optional<int64_t> per_token(const std::vector<Expr>& shape) {
 
 // A block's share of a split member's work (values evaluated, 4 a thread).
 constexpr int64_t kSmallGroupBlockWork = 1024;
-// Leaves up to this size a token are prefetched into L1 when the group starts.
-constexpr int64_t kSmallGroupPrefetchBytes = 64 << 10;
 
 bool is_reduction(const Node& n) {
   return n.op == OpKind::SumReduce || n.op == OpKind::MaxReduce || (n.op == OpKind::Kernel && (n.kernel == "FusedSum" || n.kernel == "FusedMax"));
@@ -310,8 +308,6 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     std::set<std::string> dims;
     for (NodeId id : nodes)
       for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
-    for (NodeId id : grp.leaves)
-      for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
     std::ostringstream text;
     text << "(char* __restrict__ lm_o0";
     for (size_t j = 1; j < nodes.size(); ++j) text << ", char* __restrict__ lm_o" << j;
@@ -324,18 +320,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       text << "  const long long " << d << " = lm_dims[" << (it - graph_dims.begin()) << "];\n";
     }
     for (size_t j = 0; j < nodes.size(); ++j) text << "  __shared__ float lm_s" << j << "[" << grp.capacity[j] << "];\n";
-    text << "  lm_grid_release();\n  lm_grid_wait();\n";
-    // Every leaf of a few kilobytes into L1 at once: the members read them one after another
-    // (the ranks' table of lower indices only after the softmax), each read a trip to L2.
-    for (size_t l = 0; l < grp.leaves.size(); ++l) {
-      const Node& leaf = plan.node(grp.leaves[l]);
-      const std::optional<int64_t> values = per_token(leaf.shape);
-      if (!values || *values * static_cast<int64_t>(dtype_size(leaf.dtype)) > kSmallGroupPrefetchBytes) continue;
-      text << "  for (long long lm_p = threadIdx.x * 128LL; lm_p < " << c(product_of(leaf.shape, 0, leaf.shape.size())) << " * "
-           << dtype_size(leaf.dtype) << "LL; lm_p += blockDim.x * 128LL) asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(lm_l" << l
-           << " + lm_p));\n";
-    }
-    text << *body << "}\n";
+    text << "  lm_grid_release();\n  lm_grid_wait();\n" << *body << "}\n";
     const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {

@@ -35,6 +35,9 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
 
 bool CudaExecutor::runs_small_group(size_t g) {
   if (!options_.small_groups || !small_group_runs_[g].valid) return false;
+  // A linear group's member may have no value of its own (its GEMV stores only their gated product).
+  for (NodeId l : kernels_.small_groups[g].leaves)
+    if (group_of_member_.count(l)) return false;
   for (NodeId m : kernels_.small_groups[g].nodes) {
     const Node& n = graph_.node(m);
     if (keeps(m) || eval(n.shape[0]) != 1 || eval_true(n.shape[0]) != 1) return false;
