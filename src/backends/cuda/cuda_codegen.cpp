@@ -1153,32 +1153,29 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // launches nothing (CudaExecutor::gates_experts).
       if (const std::optional<GatedExperts> ge = gated_experts_of(g, id)) {
         const GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
-        auto gk = std::make_shared<NodeKernels>();
-        for (int cap : {0, 4})
-          for (const LinearVariant& v : kLinearVariants) {
-            if (v.cols % 2 != 0) continue;
-            auto body = strided_linear_body(la, lb, dts, count_decl, store_v, v, ls, nullptr, &epi);
-            if (!body) continue;
-            Launch l = linear_launch(w.finish(*body, functions), count, v);
-            l.blocks_per_sm = cap;
-            (gk->launches.empty() ? gk->launches : gk->alternatives).push_back(l);
-          }
-        // And reading the norm that gives the experts' activations (a decode's: the router's
-        // GEMV folds it too, so it launches nothing; CudaExecutor::defers_norm).
-        if (const std::optional<FoldedNorm> fold = expert_norm_prologue_of(g, n); fold && !gk->launches.empty()) {
-          auto normed = std::make_shared<NodeKernels>();
-          w.set_extra_dims(fold->dims);
-          w.set_gain_param(fold->prologue.gain);
+        // Its schedules with an even number of columns a unit, reading A through `x` and, with
+        // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
+        auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
+          auto k = std::make_shared<NodeKernels>();
           for (int cap : {0, 4})
             for (const LinearVariant& v : kLinearVariants) {
-              if (v.cols % 2 != 0 || v.staged) continue;
-              auto body = strided_linear_body(&fold->x, lb, dts, count_decl, store_v, v, ls, &fold->prologue, &epi);
+              if (v.cols % 2 != 0) continue;
+              auto body = strided_linear_body(x, lb, dts, count_decl, store_v, v, ls, norm, &epi);
               if (!body) continue;
               Launch l = linear_launch(w.finish(*body, functions), count, v);
               l.blocks_per_sm = cap;
-              l.gain_in = fold->prologue.gain;
-              (normed->launches.empty() ? normed->launches : normed->alternatives).push_back(l);
+              l.gain_in = norm && norm->gain;
+              (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
             }
+          return k;
+        };
+        std::shared_ptr<NodeKernels> gk = gated_schedules(la, nullptr);
+        // And reading the norm that gives the experts' activations (a decode's: the router's
+        // GEMV folds it too, so it launches nothing; CudaExecutor::defers_norm).
+        if (const std::optional<FoldedNorm> fold = expert_norm_prologue_of(g, n); fold && !gk->launches.empty()) {
+          w.set_extra_dims(fold->dims);
+          w.set_gain_param(fold->prologue.gain);
+          std::shared_ptr<NodeKernels> normed = gated_schedules(&fold->x, &fold->prologue);
           w.set_gain_param(false);
           w.set_extra_dims({});
           if (!normed->launches.empty()) gk->normed = normed;

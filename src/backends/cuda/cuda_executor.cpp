@@ -203,12 +203,19 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
     if (const auto& fold = kernels_.per_node[id]->softmax_fold) softmax_fold_functions_[id] = by_name.at(fold->launches[0].function);
-    if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul")
-    {
+    if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul") {
       gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
       if (gated->normed) gated_expert_normed_forms_[static_cast<NodeId>(id)] = load_form(gated->normed.get(), by_name);
     }
   }
+  order_ = graph_.topo_order();
+  readers_.assign(graph_.size(), 0);
+  reader_lists_.assign(graph_.size(), {});
+  for (NodeId id : order_)
+    for (const Edge& e : graph_.node(id).inputs) {
+      ++readers_[e.src];
+      reader_lists_[e.src].push_back(id);
+    }
   prepare_small_groups(by_name);
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
@@ -808,15 +815,8 @@ void CudaExecutor::run(bool wait) {
   for (auto& [name, b] : outputs_) give_back(b);  // a recorded graph's outputs stay its own (kept)
   outputs_.clear();
   bind_dims();
-  if (order_.empty()) {
-    order_ = graph_.topo_order();
-    readers_.assign(graph_.size(), 0);
-    reader_lists_.assign(graph_.size(), {});
-    for (NodeId id : order_)
-      for (const Edge& e : graph_.node(id).inputs) {
-        ++readers_[e.src];
-        reader_lists_[e.src].push_back(id);
-      }
+  if (!analysed_) {
+    analysed_ = true;
     invariants_.analyse(graph_, order_);
     for (NodeId id : order_)
       if (keeps(id))

@@ -425,7 +425,7 @@ class CudaExecutor {
   std::map<NodeId, size_t> small_group_of_;  // member -> its group, for valid groups
   std::vector<size_t> position_;             // a node's place in order_
   int64_t small_groups_run_ = 0;
-  void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ is known
+  void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ and reader_lists_
   bool runs_small_group(size_t g);
   // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
   // `count` uint32 values, zero (the kernel leaves them so), at a fixed address per node.
@@ -502,7 +502,8 @@ class CudaExecutor {
   std::map<std::string, int64_t> explicit_dims_;
   DimMap dims_;
   std::vector<std::string> graph_dims_;
-  std::vector<NodeId> order_;
+  std::vector<NodeId> order_;  // the plan's topological order, with readers_ and reader_lists_ set when made
+  bool analysed_ = false;      // invariants_ analysed (at the first run)
   std::vector<int> readers_;
   // Values computed from weights and constants alone (runtime/run_invariants.h) are kept on the
   // device from run to run until an input they read changes: about half of a decode step's

@@ -6,12 +6,8 @@
 namespace luminal::cuda {
 
 void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_name) {
-  const std::vector<NodeId> order = graph_.topo_order();
   position_.assign(graph_.size(), 0);
-  for (size_t i = 0; i < order.size(); ++i) position_[order[i]] = i;
-  std::vector<std::vector<NodeId>> readers(graph_.size());
-  for (NodeId id : order)
-    for (const Edge& e : graph_.node(id).inputs) readers[e.src].push_back(id);
+  for (size_t i = 0; i < order_.size(); ++i) position_[order_[i]] = i;
   small_group_runs_.assign(kernels_.small_groups.size(), {});
   for (size_t g = 0; g < kernels_.small_groups.size(); ++g) {
     const SmallGroup& grp = kernels_.small_groups[g];
@@ -23,9 +19,10 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
     auto first = std::find_if(grp.nodes.begin(), grp.nodes.end(), [&](NodeId m) { return position_[m] >= after; });
     if (first == grp.nodes.end()) continue;
     r.launch_at = *first;
-    r.valid = true;
+    // A linear group's member may have no value of its own (its GEMV stores only their gated product).
+    r.valid = std::none_of(grp.leaves.begin(), grp.leaves.end(), [&](NodeId l) { return group_of_member_.count(l) > 0; });
     for (NodeId m : grp.nodes)
-      for (NodeId reader : readers[m])
+      for (NodeId reader : reader_lists_[m])
         if (std::find(grp.nodes.begin(), grp.nodes.end(), reader) == grp.nodes.end() && position_[reader] <= position_[r.launch_at])
           r.valid = false;
     if (r.valid)
@@ -35,9 +32,6 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
 
 bool CudaExecutor::runs_small_group(size_t g) {
   if (!options_.small_groups || !small_group_runs_[g].valid) return false;
-  // A linear group's member may have no value of its own (its GEMV stores only their gated product).
-  for (NodeId l : kernels_.small_groups[g].leaves)
-    if (group_of_member_.count(l)) return false;
   for (NodeId m : kernels_.small_groups[g].nodes) {
     const Node& n = graph_.node(m);
     if (keeps(m) || eval(n.shape[0]) != 1 || eval_true(n.shape[0]) != 1) return false;
