@@ -260,6 +260,7 @@ void CudaExecutor::read_env_options() {
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
+  if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   if (const char* b = std::getenv("LUMINAL_CUDA_SMALL_GROUP_BLOCKS")) options_.small_group_blocks = std::max(0, std::atoi(b));
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
   if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
@@ -834,6 +835,8 @@ void CudaExecutor::run(bool wait) {
   bool capture = false;
   if (options_.graphs && !profiling_) {
     graph = &graphs_[key];
+    if (graph->exec && ++graph->replays == kRefineAtReplay && options_.refine_in_step && options_.tune_variants && options_.force_variant < 0)
+      refine_graph(key);  // may record the graph again, with other choices
     if (graph->exec) {
       ++graph_stats_.replayed;
       ctx_.launch_graph(graph->exec);
@@ -847,7 +850,7 @@ void CudaExecutor::run(bool wait) {
       return;
     }
     capture = graph->runs >= 1 && !graph->library;
-    if (capture) ctx_.begin_capture();
+    if (capture) ctx_.begin_capture(), capture_choices_.clear();
   }
   used_library_ = false;
   folded_.clear();
@@ -1200,6 +1203,7 @@ void CudaExecutor::run(bool wait) {
   ++(capture ? graph_stats_.recorded : graph_stats_.launched);
   if (capture) {
     graph->exec = ctx_.end_capture();
+    graph->choices = capture_choices_;
     for (auto& [name, b] : outputs_) {
       b.kept = true;  // the graph writes there on every replay: never back to the free list
       graph->outputs[name] = b;
@@ -1502,7 +1506,8 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
     const size_t v = std::min<size_t>(static_cast<size_t>(options_.force_variant), k.alternatives.size());
     return v > 0 && !offered(k.alternatives[v - 1]) ? 0 : v;
   }
-  const std::pair<std::string, int64_t> key{k.launches.back().function, eval(k.launches.back().work)};
+  const Choice key{k.launches.back().function, eval(k.launches.back().work)};
+  if (capturing) capture_choices_.insert(key);
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
   // Not while a graph is recorded or a profile taken (launches there are not run, or are timed
   // one by one): the first launch stands in until an ordinary run has timed them.
@@ -1512,6 +1517,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   Context::Timer timer(ctx_);
   size_t best = 0;
   double best_ms = 0;
+  std::vector<std::pair<double, size_t>>& timed = timings_[key];
   const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
@@ -1560,10 +1566,12 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
       ms.push_back(timer.stop_ms() / 3);
     }
     std::sort(ms.begin(), ms.end());
+    timed.emplace_back(ms[3], v);
     if (v == 0 || ms[3] < best_ms) best = v, best_ms = ms[3];
     line += " " + std::to_string(static_cast<int>(ms[3] * 1000 + 0.5)) + " us";
   }
   if (log) std::fprintf(stderr, "%s -> variant %zu\n", line.c_str(), best);
+  std::sort(timed.begin(), timed.end());
   chosen_[key] = best;
   return best;
 }

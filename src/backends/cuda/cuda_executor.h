@@ -76,6 +76,15 @@ struct CudaOptions {
   // (longer ones, a prefill's, are timed alone anyway); off: one launch after an L2 flush, timed
   // alone. Also LUMINAL_CUDA_TUNE_CHAIN=0.
   bool tune_in_chain = true;
+  // When a recorded graph replays for the fourth time, the runners-up of the schedules it runs
+  // (each within refine_within of the fastest where tuned) are tried in the whole step: each is
+  // recorded in, the step replayed and timed, and kept only where the step got faster. A
+  // schedule timed in a chain of its own does not always rank as it runs among the others: on
+  // the H200 the Qwen3-30B-A3B decode step went from 3041 to 2944 us by the four choices kept.
+  // Each choice is refined once; only where a replay gives what the run before gave
+  // (refine_safe). Also LUMINAL_CUDA_REFINE=0.
+  bool refine_in_step = true;
+  double refine_within = 0.12;  // a runner-up is tried within this share of the fastest time (more in tests)
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
@@ -143,6 +152,12 @@ struct CudaOptions {
   // the rest of the work). Also LUMINAL_CUDA_BLOCKS_PER_SM, for measuring.
   int blocks_per_sm = 16;
 };
+
+// Whether running a plan twice on the same inputs leaves what running it once does: no scatter
+// into an input (written in place, as a KV cache is) takes its index or update from that input.
+// A decode step's cache writes read only the layers before theirs, so a replay rewrites the
+// same values (CudaOptions::refine_in_step replays steps to time them).
+bool refine_safe(const Graph& plan);
 
 class CudaExecutor {
  public:
@@ -226,6 +241,9 @@ class CudaExecutor {
   int64_t scatters_folded() const { return scatters_folded_; }
   // Launches, since construction, of small groups' functions (CudaOptions::small_groups).
   int64_t small_groups_run() const { return small_groups_run_; }
+  // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
+  int64_t refinements_tried() const { return refinements_tried_; }
+  int64_t refinements_kept() const { return refinements_kept_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -259,11 +277,14 @@ class CudaExecutor {
   std::unordered_map<const void*, int64_t> evaluated_, evaluated_true_;
   DimMap plan_dims_;
   DevicePtr dims_dev_ = 0;  // the true dims, in graph_dims_ order, for the kernels
+  using Choice = std::pair<std::string, int64_t>;  // (function, work): chosen_'s key
   struct RecordedGraph {
     int runs = 0;          // uncaptured runs with these dims
+    int replays = 0;
     bool library = false;  // a launch went to cuBLASLt (its arguments are host-side): never captured
     void* exec = nullptr;
     std::map<std::string, DeviceBuffer> outputs;  // owned by the graph (it writes there)
+    std::set<Choice> choices;                     // the tuned choices its launches follow
   };
   std::map<std::vector<int64_t>, RecordedGraph> graphs_;
   std::set<NodeId> invariant_inputs_;  // inputs that kept values read
@@ -360,7 +381,17 @@ class CudaExecutor {
   // memory in half the bytes. narrow_readers_: such readers this run.
   std::optional<NodeId> narrow_group(const LinearGroup& g);
   std::set<NodeId> narrow_readers_;
-  std::map<std::pair<std::string, int64_t>, size_t> chosen_;  // (function, work) -> variant
+  std::map<Choice, size_t> chosen_;  // (function, work) -> variant
+  // Refining choices in the step (CudaOptions::refine_in_step, cuda_step_refine.cpp): each
+  // choice's variants by their tuning time, fastest first; the choices a capture follows; those
+  // refined already; whether replaying a run repeats it (refine_safe, decided once).
+  std::map<Choice, std::vector<std::pair<double, size_t>>> timings_;
+  std::set<Choice> capture_choices_, refined_;
+  std::optional<bool> replays_repeat_;
+  int64_t refinements_tried_ = 0, refinements_kept_ = 0;
+  static constexpr int kRefineAtReplay = 4;  // a decode's sixth step (tests run a graph fewer times)
+  void refine_graph(const std::vector<int64_t>& key);
+  void drop_graph(RecordedGraph& g);
   std::map<std::vector<int64_t>, bool> concurrent_chosen_;  // (rows, k, n of each member) -> side by side
   std::map<NodeId, std::vector<void*>> alternative_functions_;
   std::map<NodeId, GemvForm> normed_forms_;  // a linear layer's NodeKernels::normed
