@@ -24,6 +24,9 @@
 # runs are for (default all). TIMELINE=N: each luminal benchmark also
 # records N decode steps' kernels through CUPTI (`bench --timeline`; the tables go to its file).
 set -uo pipefail
+# Every benchmark process times and refines its own schedules (the A/B sets must not share the
+# first run's choices through the schedule cache); SCHEDULE_CACHE=1 keeps the cache on.
+[ -n "${SCHEDULE_CACHE:-}" ] || export LUMINAL_CUDA_SCHEDULE_CACHE=0
 BIN=${BIN:-build-dev}
 ARCHS=${ARCHS:-qwen3-0.6b}
 MODELS=${MODELS:-/tmp}

@@ -164,8 +164,9 @@ std::string LanguageModel::jit_status() const {
            " ms; runs: " + std::to_string(g.launched) + " launched, " + std::to_string(g.recorded) + " recorded as CUDA graphs, " +
            std::to_string(g.replayed) + " replayed; " + std::to_string(g.dropped) + " graph drops; in launched runs, " +
            std::to_string(cuda_->launches_paired()) + " joined launches, " + std::to_string(cuda_->scatters_folded()) +
-           " cache writes by their producers; " + std::to_string(cuda_->refinements_tried()) + " schedules tried in the recorded step, " +
-           std::to_string(cuda_->refinements_kept()) + " kept";
+           " cache writes by their producers; schedules: " + std::to_string(cuda_->schedules_timed()) + " timed, " +
+           std::to_string(cuda_->schedules_from_cache()) + " from the schedule cache, " + std::to_string(cuda_->refinements_tried()) +
+           " tried in the recorded step, " + std::to_string(cuda_->refinements_kept()) + " kept";
   }
   if (backend_ != "cpu") return "no kernel generation on the " + backend_ + " backend";
   return jit_ ? jit_->status() : "kernel generation off";

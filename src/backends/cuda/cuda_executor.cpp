@@ -145,6 +145,12 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     : graph_(std::move(plan)), ctx_(Context::get()), options_(options) {
   cache_dir_ = cache_dir;
   read_env_options();
+  if (options_.schedule_cache && options_.tune_variants && options_.force_variant < 0 && !cache_dir_.empty()) {
+    const DeviceInfo& d = ctx_.info();
+    schedules_ = ScheduleCache(cache_dir_, d.name + " sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) + " " +
+                                               std::to_string(d.multiprocessors) + " SMs, driver " + std::to_string(d.driver_version) +
+                                               ", nvrtc " + nvrtc_version());
+  }
   kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
@@ -261,6 +267,7 @@ void CudaExecutor::read_env_options() {
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
+  if (const char* kept = std::getenv("LUMINAL_CUDA_SCHEDULE_CACHE")) options_.schedule_cache = std::string(kept) != "0";
   if (const char* b = std::getenv("LUMINAL_CUDA_SMALL_GROUP_BLOCKS")) options_.small_group_blocks = std::max(0, std::atoi(b));
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");
   if (softmax && std::string(softmax) == "0") options_.softmax_in_readers = false;
@@ -1509,6 +1516,15 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   const Choice key{k.launches.back().function, eval(k.launches.back().work)};
   if (capturing) capture_choices_.insert(key);
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
+  if (const ScheduleCache::Entry* e = schedules_.find(key.first, key.second))  // chosen by an earlier process here
+    for (size_t v = 0; v <= k.alternatives.size(); ++v) {
+      const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
+      if (l.function != e->variant || !offered(l)) continue;
+      chosen_[key] = v;
+      if (e->refined) refined_.insert(key);
+      ++schedules_from_cache_;
+      return v;
+    }
   // Not while a graph is recorded or a profile taken (launches there are not run, or are timed
   // one by one): the first launch stands in until an ordinary run has timed them.
   if (capturing || profiling_ || !options_.tune_variants) return 0;
@@ -1518,6 +1534,8 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   size_t best = 0;
   double best_ms = 0;
   std::vector<std::pair<double, size_t>>& timed = timings_[key];
+  std::vector<std::string>& names = variant_functions_[key];
+  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(v == 0 ? k.launches.back().function : k.alternatives[v - 1].function);
   const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
@@ -1573,6 +1591,8 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   if (log) std::fprintf(stderr, "%s -> variant %zu\n", line.c_str(), best);
   std::sort(timed.begin(), timed.end());
   chosen_[key] = best;
+  ++schedules_timed_;
+  schedules_.put(key.first, key.second, {names[best], false});
   return best;
 }
 

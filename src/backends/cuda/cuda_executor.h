@@ -15,6 +15,7 @@
 
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/schedule_cache.h"
 #include "graph/graph.h"
 #include "runtime/buffer.h"
 #include "runtime/interpreter.h"
@@ -85,6 +86,12 @@ struct CudaOptions {
   // (refine_safe). Also LUMINAL_CUDA_REFINE=0.
   bool refine_in_step = true;
   double refine_within = 0.12;  // a runner-up is tried within this share of the fastest time (more in tests)
+  // Schedule choices (timed, and refined in the step) are kept on disk beside the CUBINs, one
+  // file per device and driver (ScheduleCache), and a later process with the same cache folder
+  // runs them without timing: its first prefill and steps skip the tuning (seconds for a large
+  // model), and its choices are the refined ones. A choice read there is not refined again.
+  // Needs a cache folder; also LUMINAL_CUDA_SCHEDULE_CACHE=0.
+  bool schedule_cache = true;
   // >= 0: every node with variants runs this one (clamped to its last), untimed; for tests, and
   // LUMINAL_CUDA_VARIANT=N for profiling a schedule.
   int force_variant = -1;
@@ -244,6 +251,9 @@ class CudaExecutor {
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
   int64_t refinements_tried() const { return refinements_tried_; }
   int64_t refinements_kept() const { return refinements_kept_; }
+  // Schedule choices timed in this process, and taken from the schedule cache instead.
+  int64_t schedules_timed() const { return schedules_timed_; }
+  int64_t schedules_from_cache() const { return schedules_from_cache_; }
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -386,6 +396,9 @@ class CudaExecutor {
   // choice's variants by their tuning time, fastest first; the choices a capture follows; those
   // refined already; whether replaying a run repeats it (refine_safe, decided once).
   std::map<Choice, std::vector<std::pair<double, size_t>>> timings_;
+  std::map<Choice, std::vector<std::string>> variant_functions_;  // by variant, of the choices timed here
+  ScheduleCache schedules_;  // CudaOptions::schedule_cache
+  int64_t schedules_timed_ = 0, schedules_from_cache_ = 0;
   std::set<Choice> capture_choices_, refined_;
   std::optional<bool> replays_repeat_;
   int64_t refinements_tried_ = 0, refinements_kept_ = 0;

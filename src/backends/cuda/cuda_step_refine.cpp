@@ -71,7 +71,11 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
     for (size_t i = 1; i < t.size() && i <= kRefineRunnersUp; ++i)
       if (t[i].first <= t[0].first * (1 + options_.refine_within) && trials.size() < kRefineMaxTrials) trials.emplace_back(c, t[i].second);
   }
-  if (trials.empty()) return;
+  // What the step kept, for later processes (CudaOptions::schedule_cache).
+  auto remember = [&] {
+    for (const Choice& c : choices) schedules_.put(c.first, c.second, {variant_functions_.at(c).at(chosen_.at(c)), true});
+  };
+  if (trials.empty()) return remember();
   // The runs below are the refinement's, not the caller's: its counters stay as they were.
   int64_t* const counters[] = {&launches_paired_, &joins_compiled_, &norms_folded_, &products_folded_, &experts_summed_,
                                &softmaxes_folded_, &scatters_folded_, &small_groups_run_, &residuals_folded_, &scratch_copies_skipped_,
@@ -119,6 +123,7 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
     recorded_best = keep;
   }
   if (!recorded_best) record();
+  remember();
   for (size_t i = 0; i < saved.size(); ++i) *counters[i] = saved[i];
   graph_stats_ = stats;
 }
