@@ -34,11 +34,7 @@ using testing::Case;
 bool have_nvrtc() { return nvrtc_unavailable_reason().empty(); }
 bool have_gpu() { return unavailable_reason().empty() && have_nvrtc(); }
 
-Graph compiled(const Graph& g) {
-  CompileOptions o;
-  o.dedup = false;
-  return compile(g, o).plan;
-}
+using testing::compiled;
 
 int count_kernels(const Graph& g, const std::string& kernel) {
   int n = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "graph/graph.h"
@@ -22,6 +23,13 @@ struct Case {
   // several values.
   std::function<std::map<std::string, Buffer>(int64_t s)> inputs;
 };
+
+// A graph's plan with every layer compiled on its own (no deduplication), as the tests read it.
+inline Graph compiled(const Graph& g) {
+  CompileOptions o;
+  o.dedup = false;
+  return compile(g, o).plan;
+}
 
 inline const std::vector<int64_t>& s_values() {
   static const std::vector<int64_t> v{1, 4, 67};

@@ -36,15 +36,11 @@ Graph routing(int64_t experts = 16, int64_t k = 4) {
   return g;
 }
 
-Graph plan_of(const Graph& g) {
-  CompileOptions o;
-  o.dedup = false;
-  return compile(g, o).plan;
-}
+using testing::compiled;
 
 // The softmax's first reader in the plan is the count, a fused reduction: it has the form.
 TEST(CudaCodegen, ASoftmaxsFirstReaderCanComputeIt) {
-  const Graph plan = plan_of(routing());
+  const Graph plan = compiled(routing());
   const PlanKernels k = generate_plan_kernels(plan);
   int softmaxes = 0, folds = 0;
   for (NodeId id = 0; id < plan.size(); ++id) {
@@ -67,7 +63,7 @@ TEST(CudaCodegen, ALongSoftmaxIsNotFoldedIntoItsReader) {
   Graph g;
   Tensor logits = input(g, "logits", DType::F32, {Expr::var("s"), 5000});
   (softmax(logits, -1) * 2.0f + 1.0f).output("y");
-  const Graph plan = plan_of(g);
+  const Graph plan = compiled(g);
   const PlanKernels k = generate_plan_kernels(plan);
   int softmaxes = 0;
   for (NodeId id = 0; id < plan.size(); ++id) {
@@ -83,7 +79,7 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
   if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
     GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
   const Graph g = routing();
-  const Graph plan = plan_of(g);
+  const Graph plan = compiled(g);
   for (bool fold : {true, false}) {
     CudaExecutor cuda(plan, "", CudaOptions{.softmax_in_readers = fold, .small_groups = false});
     // The last round replays s=1's graph on new values.
@@ -121,7 +117,7 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
 // blocks, and the last to finish runs the sum and the weights.
 TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
   for (int64_t experts : {16, 128}) {
-    const Graph plan = plan_of(routing(experts, 8));
+    const Graph plan = compiled(routing(experts, 8));
     const PlanKernels k = generate_plan_kernels(plan);
     ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
     const SmallGroup& grp = k.small_groups[0];
@@ -137,7 +133,7 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
     EXPECT_NE(std::find(k.functions.names.begin(), k.functions.names.end(), grp.launch.function), k.functions.names.end());
   }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
-  PlanKernels k = generate_plan_kernels(plan_of(routing(128, 8)));
+  PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)));
   k.drop_alternatives();
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
@@ -151,7 +147,7 @@ TEST(CudaCodegen, WideOrDeferrableValuesFormNoSmallGroup) {
   Tensor n = rms_norm(input(g, "v", DType::F32, {Expr::var("s"), 8}), std::nullopt, 1e-6);
   Tensor e = exp(n);
   (e / sum(e, {-1}, true)).output("after_norm");
-  const Graph plan = plan_of(g);
+  const Graph plan = compiled(g);
   const PlanKernels k = generate_plan_kernels(plan);
   for (const SmallGroup& grp : k.small_groups)
     for (NodeId l : grp.leaves) EXPECT_NE(plan.node(l).kernel, "RMSNorm") << plan.dump();
@@ -166,7 +162,7 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
     GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
   for (int64_t experts : {16, 128}) {
     const Graph g = routing(experts, 8);
-    const Graph plan = plan_of(g);
+    const Graph plan = compiled(g);
     for (bool on : {true, false}) {
       CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on});
       const std::vector<int64_t> rounds{1, 3, 1};

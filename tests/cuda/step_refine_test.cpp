@@ -38,17 +38,13 @@ Graph step(bool update_reads_cache) {
   return g;
 }
 
-Graph plan_of(const Graph& g) {
-  CompileOptions o;
-  o.dedup = false;
-  return compile(g, o).plan;
-}
+using testing::compiled;
 
 TEST(CudaCodegen, OnlyPlansWhoseReplaysRepeatTheRunAreRefined) {
   EXPECT_TRUE(refine_safe(step(false)));
   EXPECT_FALSE(refine_safe(step(true)));
-  EXPECT_TRUE(refine_safe(plan_of(step(false))));
-  EXPECT_FALSE(refine_safe(plan_of(step(true))));
+  EXPECT_TRUE(refine_safe(compiled(step(false))));
+  EXPECT_FALSE(refine_safe(compiled(step(true))));
 }
 
 // Every model family's decode writes its caches from values that read the layers before only
@@ -62,7 +58,7 @@ TEST(CudaCodegen, EveryFamilysDecodeStepMayBeRefined) {
     DecoderGraphOptions o;
     o.context = 32;
     build_decoder(g, ModelConfig::from_json_text(text.str(), name), o);
-    EXPECT_TRUE(refine_safe(plan_of(g))) << name;
+    EXPECT_TRUE(refine_safe(compiled(g))) << name;
   }
 }
 
@@ -74,7 +70,7 @@ TEST(CudaBackend, RefiningChoicesInTheStepChangesNoResult) {
   if (!nvrtc_unavailable_reason().empty() || !unavailable_reason().empty()) GTEST_SKIP() << unavailable_reason() << nvrtc_unavailable_reason();
   for (bool unsafe : {false, true}) {
     const Graph g = step(unsafe);
-    CudaExecutor cuda(plan_of(g), "", CudaOptions{.refine_within = 100.0});
+    CudaExecutor cuda(compiled(g), "", CudaOptions{.refine_within = 100.0});
     Interpreter ref(g);
     uint32_t seed = 7;
     const Buffer w = testing::random_buffer(DType::BF16, {kOut, kIn}, seed++);
