@@ -38,6 +38,7 @@ TEST(ScheduleCache, ChoicesComeBackInAnotherInstanceForTheSameDevice) {
     c.put("lm_Matmul_1", 4096, {"lm_Matmul_7", false});
     c.put("lm_Matmul_1", 8192, {"lm_Matmul_9", true});
     c.put("lm_Matmul_1", 4096, {"lm_Matmul_8", true});  // refined later: replaces the first
+    c.save();
   }
   ScheduleCache again(dir.path.string(), "GPU A sm_90, driver 13000");
   ASSERT_EQ(again.size(), 2u);
@@ -56,6 +57,7 @@ TEST(ScheduleCache, AFileItCannotParseIsIgnoredWhole) {
   const std::string device = "GPU A sm_90, driver 13000";
   ScheduleCache c(dir.path.string(), device);
   c.put("lm_Matmul_1", 4096, {"lm_Matmul_7", false});
+  c.save();
   for (const char* bad : {"lm_Matmul_2 notanumber lm_Matmul_3 0\n", "lm_Matmul_2 4096 lm_Matmul_3 2\n", "lm_Matmul_2 4096 lm_Matmul_3 0 extra\n",
                           "lm_Matmul_2 4096\n"}) {
     {
@@ -73,6 +75,7 @@ TEST(ScheduleCache, AFileItCannotParseIsIgnoredWhole) {
   ScheduleCache none;
   EXPECT_FALSE(none.enabled());
   none.put("lm_Matmul_1", 1, {"lm_Matmul_2", false});
+  none.save();
   EXPECT_EQ(none.find("lm_Matmul_1", 1), nullptr);
 }
 

@@ -30,15 +30,6 @@ bool fits(size_t have, size_t want) { return have >= want && have <= 2 * want + 
 // More than twice the H100's and H200's L2 (50 MB): filling it evicts what a launch read.
 constexpr size_t kL2FlushBytes = size_t(128) << 20;
 
-// LUMINAL_CUDA_TUNE_LOG=1: each timed choice (schedules, group concurrency) to stderr.
-bool tune_log() {
-  static const bool on = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG");
-    return e && std::string(e) == "1";
-  }();
-  return on;
-}
-
 // A scratch of kL2FlushBytes whose fill (evict()) empties L2 before a timed launch, so weights
 // are timed cold, as a step reads them. Where the device has no room for it, evict() does
 // nothing (timing must not fail a run).
@@ -79,6 +70,14 @@ class L2Flush {
 };
 
 }  // namespace
+
+bool tune_log() {
+  static const bool on = [] {
+    const char* e = std::getenv("LUMINAL_CUDA_TUNE_LOG");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
 
 PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& options) {
   PlanKernels k;
@@ -1518,7 +1517,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
   if (const ScheduleCache::Entry* e = schedules_.find(key.first, key.second))  // chosen by an earlier process here
     for (size_t v = 0; v <= k.alternatives.size(); ++v) {
-      const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
+      const Launch& l = variant_launch(k, v);
       if (l.function != e->variant || !offered(l)) continue;
       chosen_[key] = v;
       if (e->refined) refined_.insert(key);
@@ -1535,7 +1534,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   double best_ms = 0;
   std::vector<std::pair<double, size_t>>& timed = timings_[key];
   std::vector<std::string>& names = variant_functions_[key];
-  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(v == 0 ? k.launches.back().function : k.alternatives[v - 1].function);
+  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(variant_launch(k, v).function);
   const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
@@ -1553,7 +1552,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   bool chain = options_.tune_in_chain, decided = false;
   constexpr double kChainBelowMs = 0.25;
   for (size_t v = 0; v <= k.alternatives.size(); ++v) {
-    const Launch& l = v == 0 ? k.launches.back() : k.alternatives[v - 1];
+    const Launch& l = variant_launch(k, v);
     void* f = v == 0 ? first : alternatives[v - 1];
     if (!offered(l)) {
       line += " -";
@@ -1593,6 +1592,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   chosen_[key] = best;
   ++schedules_timed_;
   schedules_.put(key.first, key.second, {names[best], false});
+  schedules_.save();
   return best;
 }
 

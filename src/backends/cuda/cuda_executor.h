@@ -166,6 +166,9 @@ struct CudaOptions {
 // same values (CudaOptions::refine_in_step replays steps to time them).
 bool refine_safe(const Graph& plan);
 
+// LUMINAL_CUDA_TUNE_LOG=1: each timed choice (schedules, group concurrency, refinements) to stderr.
+bool tune_log();
+
 class CudaExecutor {
  public:
   // Generates and compiles the plan's kernels (cached on disk under cache_dir/cuda; empty: no
@@ -351,6 +354,8 @@ class CudaExecutor {
   // Which of a node's variants to run (0: launches.back(), v: alternatives[v - 1]).
   size_t variant(const NodeKernels& k, void* first, const std::vector<void*>& alternatives, DevicePtr out,
                  const std::vector<DevicePtr>& in, bool capturing);
+  // Variant v's launch (0: launches.back(), v: alternatives[v - 1]).
+  static const Launch& variant_launch(const NodeKernels& k, size_t v) { return v == 0 ? k.launches.back() : k.alternatives[v - 1]; }
   // One form of a linear layer's GEMV (its plain schedules, or NodeKernels::normed or ::gated)
   // with its loaded functions; run_form times its schedules once (variant) and launches the chosen.
   struct GemvForm {

@@ -1,8 +1,6 @@
 // Refining tuned schedules inside the recorded step (CudaOptions::refine_in_step).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <string>
 
 #include "backends/cuda/cuda_executor.h"
 
@@ -74,6 +72,7 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
   // What the step kept, for later processes (CudaOptions::schedule_cache).
   auto remember = [&] {
     for (const Choice& c : choices) schedules_.put(c.first, c.second, {variant_functions_.at(c).at(chosen_.at(c)), true});
+    schedules_.save();
   };
   if (trials.empty()) return remember();
   // The runs below are the refinement's, not the caller's: its counters stay as they were.
@@ -102,8 +101,7 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
     return ms[2];
   };
   double best = step_ms();
-  const char* log_env = std::getenv("LUMINAL_CUDA_TUNE_LOG");
-  const bool log = log_env && std::string(log_env) == "1";
+  const bool log = tune_log();
   if (log) std::fprintf(stderr, "luminal cuda: refining %zu choices in the step (%.1f us)\n", trials.size(), best * 1000);
   bool recorded_best = true;
   for (const auto& [c, v] : trials) {

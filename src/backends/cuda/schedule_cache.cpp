@@ -43,10 +43,10 @@ const ScheduleCache::Entry* ScheduleCache::find(const std::string& function, int
 void ScheduleCache::put(const std::string& function, int64_t work, const Entry& e) {
   if (!enabled()) return;
   entries_[{function, work}] = e;
-  save();
 }
 
 void ScheduleCache::save() const {
+  if (!enabled()) return;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
   const std::string tmp = path_ + ".tmp" + std::to_string(::getpid());

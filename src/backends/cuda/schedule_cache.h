@@ -24,15 +24,15 @@ class ScheduleCache {
   bool enabled() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
   const Entry* find(const std::string& function, int64_t work) const;
-  // Records a choice and writes the file again (through a temporary file and a rename, so a
-  // reader never sees half of it).
-  void put(const std::string& function, int64_t work, const Entry& e);
+  void put(const std::string& function, int64_t work, const Entry& e);  // kept from the next save()
+  // Writes the file again (through a temporary file and a rename, so a reader never sees half
+  // of it); nothing without a folder.
+  void save() const;
   size_t size() const { return entries_.size(); }
 
  private:
   std::string path_, device_;
   std::map<std::pair<std::string, int64_t>, Entry> entries_;
-  void save() const;
 };
 
 }  // namespace luminal::cuda
