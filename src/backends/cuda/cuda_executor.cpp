@@ -266,6 +266,9 @@ void CudaExecutor::read_env_options() {
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
+  // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
+  if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));
+  if (const char* up = std::getenv("LUMINAL_CUDA_REFINE_RUNNERS_UP")) options_.refine_runners_up = std::max(0, std::atoi(up));
   if (const char* kept = std::getenv("LUMINAL_CUDA_SCHEDULE_CACHE")) options_.schedule_cache = std::string(kept) != "0";
   if (const char* b = std::getenv("LUMINAL_CUDA_SMALL_GROUP_BLOCKS")) options_.small_group_blocks = std::max(0, std::atoi(b));
   const char* softmax = std::getenv("LUMINAL_CUDA_SOFTMAX_FOLD");

@@ -86,6 +86,7 @@ struct CudaOptions {
   // (refine_safe). Also LUMINAL_CUDA_REFINE=0.
   bool refine_in_step = true;
   double refine_within = 0.12;  // a runner-up is tried within this share of the fastest time (more in tests)
+  int refine_runners_up = 3;     // per choice, the fastest first
   // Schedule choices (timed, and refined in the step) are kept on disk beside the CUBINs, one
   // file per device and driver (ScheduleCache), and a later process with the same cache folder
   // runs them without timing: its first prefill and steps skip the tuning (seconds for a large

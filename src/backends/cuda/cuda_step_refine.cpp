@@ -8,8 +8,9 @@ namespace luminal::cuda {
 
 namespace {
 
-constexpr size_t kRefineRunnersUp = 3;    // per choice
-constexpr size_t kRefineMaxTrials = 24;   // per graph: each a recording and 11 replays of the step
+// Per graph and runner-up allowed a choice (24 at the default 3): each trial is a recording
+// and 11 replays of the step.
+constexpr size_t kRefineTrialsPerRunnerUp = 8;
 
 // The nodes `from` reads, transitively, itself included.
 std::vector<bool> ancestors(const Graph& g, const std::vector<NodeId>& from) {
@@ -63,11 +64,12 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
   for (const Choice& c : g.choices)
     if (!refined_.count(c) && timings_.count(c) && timings_.at(c).size() > 1) choices.push_back(c);
   std::sort(choices.begin(), choices.end(), [&](const Choice& a, const Choice& b) { return timings_.at(a)[0].first > timings_.at(b)[0].first; });
+  const size_t max_trials = kRefineTrialsPerRunnerUp * static_cast<size_t>(options_.refine_runners_up);
   for (const Choice& c : choices) {
     refined_.insert(c);
     const auto& t = timings_.at(c);
-    for (size_t i = 1; i < t.size() && i <= kRefineRunnersUp; ++i)
-      if (t[i].first <= t[0].first * (1 + options_.refine_within) && trials.size() < kRefineMaxTrials) trials.emplace_back(c, t[i].second);
+    for (size_t i = 1; i < t.size() && i <= static_cast<size_t>(options_.refine_runners_up); ++i)
+      if (t[i].first <= t[0].first * (1 + options_.refine_within) && trials.size() < max_trials) trials.emplace_back(c, t[i].second);
   }
   // What the step kept, for later processes (CudaOptions::schedule_cache).
   auto remember = [&] {
