@@ -8,8 +8,8 @@ namespace luminal::cuda {
 
 namespace {
 
-// Per graph and runner-up allowed a choice (24 at the default 3): each trial is a recording
-// and 11 replays of the step.
+// Trials a graph: this many for each runner-up a choice may have (24 at the default 3); each
+// trial is a recording and 11 replays of the step.
 constexpr size_t kRefineTrialsPerRunnerUp = 8;
 
 // The nodes `from` reads, transitively, itself included.
