@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <iterator>
 #include <set>
 #include <sstream>
@@ -45,8 +44,6 @@ class KernelWriter {
   void set_residual_param(bool on) { residual_param_ = on; }
   // A pointer parameter after those, lm_gain (Launch::gain_in).
   void set_gain_param(bool on) { gain_param_ = on; }
-  // A pointer parameter after those, lm_pf (Launch::prefetch_in).
-  void set_prefetch_param(bool on) { prefetch_param_ = on; }
   // Dims the body uses beyond the node's own (a folded norm's input view), declared as locals too.
   void set_extra_dims(const std::vector<std::string>& dims) {
     extra_dims_.clear();
@@ -123,7 +120,6 @@ class KernelWriter {
     for (size_t i = 1; i <= extra_outputs_; ++i) params << ", char* __restrict__ lm_out" << i;
     if (residual_param_) params << ", const char* __restrict__ lm_res";
     if (gain_param_) params << ", const char* __restrict__ lm_gain";
-    if (prefetch_param_) params << ", const char* __restrict__ lm_pf";
     if (softmax_) params << ", char* __restrict__ lm_smout";
     if (scatter_) params << ", char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx";
     params << ", const long long* __restrict__ lm_dims)";
@@ -173,7 +169,7 @@ class KernelWriter {
   std::vector<size_t> dim_slots_;  // each dim's place in the graph's dims (the device array)
   std::vector<DType> in_dtypes_;
   size_t extra_outputs_ = 0;
-  bool words_ = false, residual_param_ = false, gain_param_ = false, prefetch_param_ = false;
+  bool words_ = false, residual_param_ = false, gain_param_ = false;
   std::vector<bool> narrow_;
   std::optional<NodeId> softmax_, scatter_;
 
@@ -454,35 +450,6 @@ std::optional<GatedExperts> gated_experts_of(const Graph& g, NodeId id) {
   }
   if (gate < 0 || up < 0) return std::nullopt;
   return GatedExperts{*reader, half, up};
-}
-
-// The weight of the ScaledMatmul that is gated product `product`'s one reader, reading it as A
-// (an MoE's down projection over the experts), where it is a graph input whose layout
-// expert_weight_prefetch can walk.
-struct NextExpertWeight {
-  NodeId weight;
-  ExpertWeightLayout layout;
-};
-std::optional<NextExpertWeight> next_expert_weight(const Graph& g, NodeId product) {
-  const std::optional<NodeId> reader = sole_reader(g, {product});
-  if (!reader) return std::nullopt;
-  const Node& d = g.node(*reader);
-  if (d.op != OpKind::Kernel || d.kernel != "ScaledMatmul" || d.inputs.size() != 3 || d.inputs[0].src != product) return std::nullopt;
-  const Node& wn = g.node(d.inputs[1].src);
-  if (wn.op != OpKind::Input) return std::nullopt;
-  const std::optional<ExpertWeightLayout> layout = expert_weight_layout(plain_strided(d.inputs[1].view), wn.dtype);
-  if (!layout) return std::nullopt;
-  return NextExpertWeight{d.inputs[1].src, *layout};
-}
-
-// LUMINAL_CUDA_EXPERT_PREFETCH: 0 no prefetch of the next expert weight, 1 into L2, 2 into L2
-// as evict-last lines.
-int expert_prefetch_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_EXPERT_PREFETCH");
-    return e ? std::clamp(std::atoi(e), 0, 2) : 0;
-  }();
-  return mode;
 }
 
 // The ScaledMatmul (an MoE's expert products, [E, m, n]) that reduction `f` sums over its
@@ -1185,22 +1152,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // that is the experts' one reader (NodeKernels::gated): for a decode, whose product then
       // launches nothing (CudaExecutor::gates_experts).
       if (const std::optional<GatedExperts> ge = gated_experts_of(g, id)) {
-        GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
-        // The down projection's weight, prefetched into L2 for the listed experts (lm_pf).
-        const std::optional<NextExpertWeight> next = a.size() == 3 ? next_expert_weight(g, ge->product) : std::nullopt;
-        const int prefetch_mode = expert_prefetch_mode();
-        const bool prefetches = next && prefetch_mode > 0;
-        if (prefetches) {
-          epi.after_listing = expert_weight_prefetch(next->layout, prefetch_mode == 2);
-          w.set_prefetch_param(true);
-        }
-        // For measuring: the experts' own weights too (LUMINAL_CUDA_EXPERT_SELF_PREFETCH=1).
-        static const bool self_prefetch = [] {
-          const char* e = std::getenv("LUMINAL_CUDA_EXPERT_SELF_PREFETCH");
-          return e && std::string(e) == "1";
-        }();
-        if (self_prefetch && a.size() == 3)
-          if (const auto own = expert_weight_layout(lb, w.in_dtype(1))) epi.after_listing = expert_weight_prefetch(*own, false, "lm_in1") + epi.after_listing;
+        const GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
         // Its schedules with an even number of columns a unit, reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
@@ -1213,7 +1165,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
               Launch l = linear_launch(w.finish(*body, functions), count, v);
               l.blocks_per_sm = cap;
               l.gain_in = norm && norm->gain;
-              l.prefetch_in = prefetches;
               (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
             }
           return k;
@@ -1228,11 +1179,6 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           w.set_gain_param(false);
           w.set_extra_dims({});
           if (!normed->launches.empty()) gk->normed = normed;
-        }
-        w.set_prefetch_param(false);
-        if (prefetches) {
-          gk->prefetch_weight = next->weight;
-          if (gk->normed) gk->normed->prefetch_weight = next->weight;
         }
         if (!gk->launches.empty()) {
           r.gated = gk;

@@ -63,10 +63,6 @@ struct Launch {
   // parameters, lm_sdst and lm_sidx, are null or the Scatter's destination and index, and then
   // it stores element z to lm_sdst[lm_sidx[z]] instead of its output.
   bool scatter_out = false;
-  // An MoE decode's gate/up experts' GEMV (gen::expert_weight_prefetch): its next parameter,
-  // lm_pf, is null or the weight NodeKernels::prefetch_weight names, which its blocks prefetch
-  // into L2 for the experts they list.
-  bool prefetch_in = false;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
@@ -138,9 +134,6 @@ struct NodeKernels {
   // (CudaExecutor::gated_run). `normed`, where there is one, has its own.
   std::shared_ptr<NodeKernels> gated;
   NodeId gated_node = 0;
-  // The input whose pointer goes to launches with Launch::prefetch_in (the down projection's
-  // weight of an MoE whose gate/up experts `gated` runs).
-  std::optional<NodeId> prefetch_weight;
   // A sum over an MoE's experts (a SumReduce or FusedSum over axis 0) of ScaledMatmul
   // `expert_product`, which nothing else reads: GEMV schedules that compute the chosen experts'
   // products and their sum (and the reduction's epilogue, such as a residual add) in one launch

@@ -108,24 +108,7 @@ struct NormPrologue {
 struct GatedEpilogue {
   Expr half;
   std::function<std::string(const std::string& at, const std::string& gate, const std::string& up)> store;
-  // With a scale (an MoE decode's gate/up experts): code each block runs right after listing
-  // its experts (lm_act, lm_nact; lm_compact), such as expert_weight_prefetch. Empty: none.
-  std::string after_listing;
 };
-
-// An MoE decode's next expert weight ([E, k, n] with unit stride along k and rows of k laid end
-// to end: the down projection the gated product feeds), given as the parameter lm_pf (null: none)
-// of the gate/up experts' GEMV. Its blocks, once they have listed the chosen experts, spread
-// prefetches of those experts' whole weights into L2 over the grid, so that the expert sum
-// after it reads them from L2 (its own weight loads wait for the gate/up GEMV to end, and
-// stream at about 2.5 TB/s for their ramp and tail). `evict_last`: the L2 keeps those lines
-// over others. nullopt where the layout does not qualify (not constant, not contiguous rows).
-struct ExpertWeightLayout {
-  int64_t offset = 0, expert_stride = 0, expert_elems = 0, experts = 0;  // elements
-  int64_t elem_bytes = 2;
-};
-std::optional<ExpertWeightLayout> expert_weight_layout(const ViewLayer* w, DType dtype);
-std::string expert_weight_prefetch(const ExpertWeightLayout& w, bool evict_last, const std::string& ptr = "lm_pf");
 
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).

@@ -523,7 +523,6 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   for (const DevicePtr& p : in) args.push_back(const_cast<DevicePtr*>(&p));
   if (l.residual_in) args.push_back(&gemv_residual_);
   if (l.gain_in) args.push_back(&gemv_gain_);
-  if (l.prefetch_in) args.push_back(&gemv_prefetch_);
   if (l.softmax_out) args.push_back(&softmax_out_);
   if (l.scatter_out) {  // null: only held launches store a scatter's update (scatter_store_of)
     static DevicePtr none = 0;
@@ -561,7 +560,7 @@ const Launch* CudaExecutor::single_launch(NodeId id) const {
       k.words || k.words_narrow || k.launches.size() != (k.scatter ? 2u : 1u))
     return nullptr;
   const Launch& l = k.launches.back();  // a scatter's: the write of its updates, in place
-  if (!l.shared_bytes.is_const(0) || l.residual_in || l.gain_in || l.prefetch_in || l.softmax_out || l.tensor_cores) return nullptr;
+  if (!l.shared_bytes.is_const(0) || l.residual_in || l.gain_in || l.softmax_out || l.tensor_cores) return nullptr;
   return &l;
 }
 
@@ -1019,10 +1018,8 @@ void CudaExecutor::run(bool wait) {
         const Node& norm = graph_.node(n.inputs[0].src);
         gemv_gain_ = norm.inputs.size() > 1 ? ptr_of(norm.inputs[1].src) : 0;
       }
-      gemv_prefetch_ = k.gated->prefetch_weight ? ptr_of(*k.gated->prefetch_weight) : 0;
       run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
       gemv_gain_ = 0;
-      gemv_prefetch_ = 0;
       ++products_folded_;
       release_inputs(n, 0);
       continue;  // its one reader, the product, takes gated_outputs_[p]

@@ -421,7 +421,6 @@ class CudaExecutor {
   bool defers_norm(NodeId id);
   std::set<NodeId> deferred_norms_;
   DevicePtr gemv_gain_ = 0;
-  DevicePtr gemv_prefetch_ = 0;  // Launch::prefetch_in's pointer while the gate/up experts run
   int64_t norms_folded_ = 0, products_folded_ = 0, experts_summed_ = 0;
   // Whether expert product `id` launches nothing this run: its one reader, a sum over the
   // experts, has expert_sum schedules and the rows are few. deferred_products_: such products

@@ -62,7 +62,6 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n";
   if (T > 32) s << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * CC << "];\n";
   if (scale) s << scaled_batches_prologue(a, scale);
-  if (scale && gated && !gated->after_listing.empty()) s << "  if (lm_compact) {\n" << gated->after_listing << "  }\n";
   // A staged norm: where the norm's rows are one batch of at most R rows (a decode) and fit
   // shared memory, each block computes every row's sum of squares and x times the gain once,
   // before its units; the k loop then reads x from shared memory and only multiplies (the 8B

@@ -64,33 +64,6 @@ std::string scaled_batches_epilogue(const std::string& width, const std::string&
   return s.str();
 }
 
-std::optional<ExpertWeightLayout> expert_weight_layout(const ViewLayer* w, DType dtype) {
-  if (!w || w->shape.size() != 3 || (dtype != DType::BF16 && dtype != DType::F32)) return std::nullopt;
-  const std::optional<int64_t> e = w->shape[0].as_const(), k = w->shape[1].as_const(), n = w->shape[2].as_const();
-  const std::optional<int64_t> off = w->offset.as_const(), se = w->strides[0].as_const();
-  if (!e || !k || !n || !off || !se || *e <= 0 || *k <= 0 || *n <= 0) return std::nullopt;
-  if (!w->strides[1].is_const(1) || !w->strides[2].is_const(*k)) return std::nullopt;  // rows of k, end to end
-  return ExpertWeightLayout{*off, *se, *k * *n, *e, static_cast<int64_t>(dtype_size(dtype))};
-}
-
-std::string expert_weight_prefetch(const ExpertWeightLayout& w, bool evict_last, const std::string& ptr) {
-  // Whole 128-byte lines from the line holding an expert's first byte to the one holding its last.
-  const int64_t span = w.expert_elems * w.elem_bytes;
-  std::ostringstream s;
-  s << "    if (" << ptr << ") {\n"
-    << "      const long long lm_pfl = (" << span << "LL + 127) / 128 + 1;  // lines an expert spans, at most\n"
-    << "      for (long long lm_q = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_q < (long long)lm_nact * lm_pfl;"
-    << " lm_q += (long long)gridDim.x * blockDim.x) {\n"
-    << "        const long long lm_pe = lm_act[lm_q / lm_pfl], lm_pl = lm_q % lm_pfl;\n"
-    << "        const unsigned long long lm_p0 = (unsigned long long)(" << ptr << " + (" << w.offset << "LL + lm_pe * " << w.expert_stride << "LL) * "
-    << w.elem_bytes << ");\n"
-    << "        const unsigned long long lm_pa = (lm_p0 & ~127ull) + (unsigned long long)lm_pl * 128ull;\n"
-    << "        if (lm_pe < " << w.experts << " && lm_pa < lm_p0 + " << span << "ull)\n"
-    << "          asm volatile(\"prefetch.global.L2" << (evict_last ? "::evict_last" : "") << " [%0];\" :: \"l\"(lm_pa));\n"
-    << "      }\n    }\n";
-  return s.str();
-}
-
 static constexpr int kMaxListedRows = 4096;
 std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
                                     const std::string& kloop, const std::string& stores,
