@@ -1576,12 +1576,27 @@ TEST(CudaCodegen, Bf16ActivationsTakeOneProduct) {
   }
 }
 
-// Without a GPU: a decode's attention has its one-launch kernel, and it compiles.
+// Without a GPU: a decode's attention has its one-launch kernel, which asks L2 for its key and
+// value rows before it waits on the kernel before (split_attention_prefetch) and counts its
+// finished slices with one acquire-release atomic a block, and it compiles.
 TEST(CudaCodegen, DecodeAttentionHasAOneLaunchKernel) {
   for (int64_t d : {64, 128}) {
     PlanKernels k = generate_plan_kernels(compiled(prefill_attention_graph(d, 512, 4)));
     int once = 0;
-    for (const auto& n : k.per_node) once += n && n->once && n->once_max_slices == gen::kSplitOnceMaxSlices;
+    for (const auto& n : k.per_node) {
+      if (!n || !n->once || n->once_max_slices != gen::kSplitOnceMaxSlices) continue;
+      ++once;
+      const auto at = std::find(k.functions.names.begin(), k.functions.names.end(), n->once->function);
+      ASSERT_NE(at, k.functions.names.end());
+      const std::string& text = k.functions.texts[static_cast<size_t>(at - k.functions.names.begin())];
+      const size_t prefetch = text.find("prefetch.global.L2"), wait = text.find("lm_grid_wait();");
+      ASSERT_NE(prefetch, std::string::npos) << "d=" << d;
+      EXPECT_LT(prefetch, wait) << "d=" << d;
+      EXPECT_NE(text.find("prefetch.global.L2", prefetch + 1), std::string::npos) << "d=" << d << ": keys and values both";
+      // The slices' count: one acquire-release atomic by thread 0, no fence in every thread.
+      EXPECT_NE(text.find("atom.acq_rel.gpu.add.u32"), std::string::npos) << "d=" << d;
+      EXPECT_EQ(text.find("__threadfence()"), std::string::npos) << "d=" << d;
+    }
     EXPECT_EQ(once, 1) << "d=" << d;
     if (have_nvrtc()) {
       EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", "")) << "d=" << d;

@@ -1,5 +1,7 @@
 // Decode attention in one launch (see split_attention_once below).
+#include <cstdlib>
 #include <sstream>
+#include <string>
 
 #include "backends/cuda/cuda_attention_parts.h"
 #include "backends/cuda/cuda_codegen.h"
@@ -36,6 +38,35 @@ std::string row_loads(const std::string& dst, const std::string& ptr, DType t, c
 }
 
 }  // namespace
+
+// The count of a row group's finished blocks, and lm_last for the last of them: thread 0 alone
+// counts with an acquire-release atomic after the block's barrier (the barrier orders the
+// block's stores before its release; in the last block, its loads after the acquire). With
+// LUMINAL_CUDA_ATTENTION_RELEASE=0, as before session 36: every thread fences its own stores,
+// thread 0 counts with a relaxed atomic, and the last block fences again before it merges (on
+// the H200, 0.5% of a Llama-3-8B decode step and of an MoE's; docs/cuda_backend.md).
+static std::string merge_count() {
+  static const bool release = [] {
+    const char* e = std::getenv("LUMINAL_CUDA_ATTENTION_RELEASE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (release)
+    return "  __syncthreads();\n"
+           "  if (threadIdx.x == 0) {\n"
+           "    unsigned lm_prev;\n"
+           "    asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], 1;\" : \"=r\"(lm_prev) : \"l\"(lm_counter + lm_grp) : \"memory\");\n"
+           "    lm_last = lm_prev == (unsigned)(lm_splits - 1);\n"
+           "    if (lm_last) lm_counter[lm_grp] = 0u;  // ready for the next launch\n  }\n"
+           "  __syncthreads();\n"
+           "  if (!lm_last) return;\n";
+  return "  __threadfence();\n  __syncthreads();\n"
+         "  if (threadIdx.x == 0) {\n"
+         "    lm_last = atomicAdd(lm_counter + lm_grp, 1u) == (unsigned)(lm_splits - 1);\n"
+         "    if (lm_last) lm_counter[lm_grp] = 0u;  // ready for the next launch\n  }\n"
+         "  __syncthreads();\n"
+         "  if (!lm_last) return;\n"
+         "  __threadfence();\n";
+}
 
 // A block per (group of kAttentionRows query rows of a batch entry, slice of kAttentionChunk
 // keys), as strided_attention's partial launch, and the same scratch of [max, sum, unnormalised
@@ -188,13 +219,7 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "    if (lm_j == 0) { lm_stats[2 * lm_at] = lm_stat[lm_rr][0]; lm_stats[2 * lm_at + 1] = lm_stat[lm_rr][1]; }\n  }\n"
     // The last block of the group merges its slices: every block's writes are made visible
     // before it counts itself, and the merge reads them from L2.
-    << "  __threadfence();\n  __syncthreads();\n"
-    << "  if (threadIdx.x == 0) {\n"
-    << "    lm_last = atomicAdd(lm_counter + lm_grp, 1u) == (unsigned)(lm_splits - 1);\n"
-    << "    if (lm_last) lm_counter[lm_grp] = 0u;  // ready for the next launch\n  }\n"
-    << "  __syncthreads();\n"
-    << "  if (!lm_last) return;\n"
-    << "  __threadfence();\n"
+    << merge_count()
     // Thread t takes four columns (lm_c) of a row and every P-th slice from t / O4 on, merging
     // them online (all its loads independent, so they are in flight together); then the P
     // threads of each four columns merge their results through shared memory.
@@ -226,6 +251,42 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "    lm_y[2] = " << store(out_dtype, convert("lm_o.z * lm_rcp", DType::F32, out_dtype)) << ";\n"
     << "    lm_y[3] = " << store(out_dtype, convert("lm_o.w * lm_rcp", DType::F32, out_dtype)) << ";\n  }\n";
   return batch_shape_fn(*k, r) + s.str();
+}
+
+// Before the wait: each block asks L2 for its slice's key and value rows. They were written by
+// earlier steps (all but the newest key, which the kernels before this one write now; a
+// prefetch never returns data, so it cannot see a stale row), and reading them after the wait
+// then costs an L2 hit where it cost a trip to memory: decode attention is a chain of latencies
+// (rows, scores, the merge), its bytes are few. Rows whose head dim is not contiguous are left
+// out. `blocks`: the launch's blocks (the body's own bound).
+std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt, const Expr& blocks) {
+  const std::optional<StridedKv> kv = strided_kv(n, dt);
+  if (!kv) return "";
+  const ViewLayer *k = kv->k, *v = kv->v;
+  const size_t r = kv->r;
+  const Expr dk_e = n.inputs[0].view.shape()[r - 1], dv_e = v->shape[r - 1];
+  if (!dk_e.is_const() || !dv_e.is_const()) return "";
+  std::ostringstream s;
+  s << "  {\n" << batch_shape_fn(*k, r) << "  constexpr int lm_R = 4, lm_CH = 32;\n"
+    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
+    << split_block_coords(r) << "  if (blockIdx.x < " << c(blocks) << ") {\n";
+  // One operand's rows: key lm_k0 + lm_t / L of the slice, its line lm_t % L, L lines a row.
+  auto rows = [&](const std::string& ptr, const ViewLayer& l, size_t key_dim, size_t head_dim, int64_t len, DType t) {
+    if (!l.strides[head_dim].is_const(1)) return;
+    const int64_t bytes = len * static_cast<int64_t>(dtype_size(t)), lines = (bytes + 127) / 128 + 1;
+    s << "    for (int lm_t = threadIdx.x; lm_t < lm_CH * " << lines << "; lm_t += blockDim.x) {\n"
+      << "      const long long lm_key = lm_k0 + lm_t / " << lines << ";\n"
+      << "      if (lm_key >= lm_k1 || !(" << valid_cond(l, r, head_dim, "lm_key", key_dim) << ")) continue;\n"
+      << "      const unsigned long long lm_p0 = (unsigned long long)(" << ptr << " + (" << base_index(l, r, "lm_key", key_dim, head_dim)
+      << ") * " << dtype_size(t) << ");\n"
+      << "      const unsigned long long lm_pa = (lm_p0 & ~127ull) + (unsigned long long)(lm_t % " << lines << ") * 128ull;\n"
+      << "      if (lm_pa < lm_p0 + " << bytes << "ull) asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_pa));\n"
+      << "    }\n";
+  };
+  rows("lm_in1", *k, r - 1, r - 2, dk_e.value(), dt[1]);
+  rows("lm_in2", *v, r - 2, r - 1, dv_e.value(), dt[2]);
+  s << "  }\n  }\n";
+  return s.str();
 }
 
 }  // namespace luminal::cuda::gen

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <set>
 #include <sstream>
@@ -1225,7 +1226,13 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       r.launches.push_back({w.finish(a->combine, functions), Launch::Grid::Elements, rows * dv * 32});  // a warp per element
       if (auto once = split_attention_once(n, dts, n.dtype)) {
         w.set_extra_outputs(2);  // the scratch and the counters
-        r.once = per_block(*once, blocks, Expr(0));
+        // LUMINAL_CUDA_ATTENTION_PREFETCH=0: no prefetch of the key and value rows before the wait.
+        static const bool prefetch = [] {
+          const char* e = std::getenv("LUMINAL_CUDA_ATTENTION_PREFETCH");
+          return !(e && std::string(e) == "0");
+        }();
+        const std::string before_wait = prefetch ? split_attention_prefetch(n, dts, blocks) : std::string();
+        r.once = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *once, functions, before_wait), Launch::Grid::Rows, blocks};
         w.set_extra_outputs(0);
         r.once_slices = slices;
         r.once_counters = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows));

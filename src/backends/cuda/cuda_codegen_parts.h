@@ -221,6 +221,9 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 // kSplitOnceMaxSlices slices (2048 keys); past that the two launches run.
 constexpr int kSplitOnceMaxSlices = 64;
 std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+// Its code before the wait (split_attention_prefetch, cuda_attention_decode_codegen.cpp): the
+// block's key and value rows asked of L2. "" where it has none.
+std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt, const Expr& blocks);
 // Prefill attention in one launch (flash-style tiles of kTiledRows query rows by kTiledKeys
 // keys), one block per (batch entry, row tile), writing the output directly; for head dims that
 // are constants up to kTiledMaxHeadDim. The executor takes it from kTiledMinRows query rows.
