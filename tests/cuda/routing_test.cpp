@@ -114,7 +114,8 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
 
 // After the router, the softmax, the ranks, the weights' sum and the weights are one small
 // group: one block for 16 experts; for 128 the ranks (16384 comparisons) are shared out over
-// blocks, and the last to finish runs the sum and the weights.
+// blocks, which count themselves by one acquire-release atomic each, and the last to finish
+// runs the sum and the weights.
 TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
   for (int64_t experts : {16, 128}) {
     const Graph plan = compiled(routing(experts, 8));
@@ -130,7 +131,12 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
     EXPECT_EQ(grp.capacity, (std::vector<int64_t>{experts, experts, 1, experts}));
     EXPECT_EQ(grp.counter, experts == 128);
     EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
-    EXPECT_NE(std::find(k.functions.names.begin(), k.functions.names.end(), grp.launch.function), k.functions.names.end());
+    const auto at = std::find(k.functions.names.begin(), k.functions.names.end(), grp.launch.function);
+    ASSERT_NE(at, k.functions.names.end());
+    // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count).
+    const std::string& text = k.functions.texts[static_cast<size_t>(at - k.functions.names.begin())];
+    EXPECT_EQ(text.find("atom.acq_rel.gpu.add.u32") != std::string::npos, experts == 128);
+    EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
   }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
   PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)));

@@ -39,33 +39,14 @@ std::string row_loads(const std::string& dst, const std::string& ptr, DType t, c
 
 }  // namespace
 
-// The count of a row group's finished blocks, and lm_last for the last of them: thread 0 alone
-// counts with an acquire-release atomic after the block's barrier (the barrier orders the
-// block's stores before its release; in the last block, its loads after the acquire). With
-// LUMINAL_CUDA_ATTENTION_RELEASE=0, as before session 36: every thread fences its own stores,
-// thread 0 counts with a relaxed atomic, and the last block fences again before it merges (on
-// the H200, 0.5% of a Llama-3-8B decode step and of an MoE's; docs/cuda_backend.md).
-static std::string merge_count() {
+// LUMINAL_CUDA_ATTENTION_RELEASE=0: the slices counted as before session 36, a fence in every
+// thread (last_block_count; on the H200, 0.5% of a Llama-3-8B decode step and of an MoE's).
+static bool count_by_release() {
   static const bool release = [] {
     const char* e = std::getenv("LUMINAL_CUDA_ATTENTION_RELEASE");
     return !(e && std::string(e) == "0");
   }();
-  if (release)
-    return "  __syncthreads();\n"
-           "  if (threadIdx.x == 0) {\n"
-           "    unsigned lm_prev;\n"
-           "    asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], 1;\" : \"=r\"(lm_prev) : \"l\"(lm_counter + lm_grp) : \"memory\");\n"
-           "    lm_last = lm_prev == (unsigned)(lm_splits - 1);\n"
-           "    if (lm_last) lm_counter[lm_grp] = 0u;  // ready for the next launch\n  }\n"
-           "  __syncthreads();\n"
-           "  if (!lm_last) return;\n";
-  return "  __threadfence();\n  __syncthreads();\n"
-         "  if (threadIdx.x == 0) {\n"
-         "    lm_last = atomicAdd(lm_counter + lm_grp, 1u) == (unsigned)(lm_splits - 1);\n"
-         "    if (lm_last) lm_counter[lm_grp] = 0u;  // ready for the next launch\n  }\n"
-         "  __syncthreads();\n"
-         "  if (!lm_last) return;\n"
-         "  __threadfence();\n";
+  return release;
 }
 
 // A block per (group of kAttentionRows query rows of a batch entry, slice of kAttentionChunk
@@ -219,7 +200,7 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "    if (lm_j == 0) { lm_stats[2 * lm_at] = lm_stat[lm_rr][0]; lm_stats[2 * lm_at + 1] = lm_stat[lm_rr][1]; }\n  }\n"
     // The last block of the group merges its slices: every block's writes are made visible
     // before it counts itself, and the merge reads them from L2.
-    << merge_count()
+    << last_block_count("lm_counter + lm_grp", "lm_splits - 1", count_by_release())
     // Thread t takes four columns (lm_c) of a row and every P-th slice from t / O4 on, merging
     // them online (all its loads independent, so they are in flight together); then the P
     // threads of each four columns merge their results through shared memory.

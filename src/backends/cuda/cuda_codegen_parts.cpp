@@ -82,4 +82,23 @@ std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLaye
   return s + in + "}\n";
 }
 
+std::string last_block_count(const std::string& counter, const std::string& last, bool release) {
+  if (release)
+    return "  __syncthreads();\n"
+           "  if (threadIdx.x == 0) {\n"
+           "    unsigned lm_prev;\n"
+           "    asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], 1;\" : \"=r\"(lm_prev) : \"l\"(" + counter + ") : \"memory\");\n"
+           "    lm_last = lm_prev == (unsigned)(" + last + ");\n"
+           "    if (lm_last) *(" + counter + ") = 0u;  // ready for the next launch\n  }\n"
+           "  __syncthreads();\n"
+           "  if (!lm_last) return;\n";
+  return "  __threadfence();\n  __syncthreads();\n"
+         "  if (threadIdx.x == 0) {\n"
+         "    lm_last = atomicAdd(" + counter + ", 1u) == (unsigned)(" + last + ");\n"
+         "    if (lm_last) *(" + counter + ") = 0u;  // ready for the next launch\n  }\n"
+         "  __syncthreads();\n"
+         "  if (!lm_last) return;\n"
+         "  __threadfence();\n";
+}
+
 }  // namespace luminal::cuda::gen

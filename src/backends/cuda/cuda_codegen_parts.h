@@ -110,6 +110,15 @@ struct GatedEpilogue {
   std::function<std::string(const std::string& at, const std::string& gate, const std::string& up)> store;
 };
 
+// The last-block pattern of a kernel whose blocks each add to `counter` (an unsigned* expression)
+// and whose last, the one that sees `last` (the blocks' count less one) before its add, goes on
+// alone: lm_last (an int or bool the caller declares in shared memory) is set, the others return,
+// and the last sets the counter back to zero for the next launch. With `release` thread 0 counts
+// by one acquire-release atomic after the block's barrier (the barrier orders the block's stores
+// before its release and, in the last block, what it reads after the acquire); without it every
+// thread fences its stores first and the last block fences again before it reads.
+std::string last_block_count(const std::string& counter, const std::string& last, bool release);
+
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,

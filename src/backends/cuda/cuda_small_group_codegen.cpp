@@ -1,5 +1,6 @@
 // Small nodes of one token computed by one block in one launch (see small_groups).
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -73,6 +74,16 @@ int64_t rows_of_member(const Node& n) {
   return n.kernel == "Softmax" ? *per_token(n.shape) / n.shape.back().as_const().value_or(1) : *per_token(n.shape);
 }
 
+// LUMINAL_CUDA_SMALL_GROUP_RELEASE=0: the split member's blocks counted with a fence in every
+// thread, as before session 36 (last_block_count).
+bool count_by_release() {
+  static const bool release = [] {
+    const char* e = std::getenv("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
+    return !(e && std::string(e) == "0");
+  }();
+  return release;
+}
+
 class GroupWriter {
  public:
   // `split`: the member whose rows the blocks share (grp.nodes.size(): none, one block).
@@ -93,11 +104,7 @@ class GroupWriter {
       if (j != split_) continue;
       const std::string J = std::to_string(j);
       s << "  {\n    __shared__ int lm_last;\n"
-        << "    __threadfence();\n    __syncthreads();\n"
-        << "    if (threadIdx.x == 0) {\n"
-        << "      lm_last = atomicAdd((unsigned*)lm_cnt, 1u) == gridDim.x - 1;\n"
-        << "      if (lm_last) *(unsigned*)lm_cnt = 0u;  // ready for the next launch\n    }\n"
-        << "    __syncthreads();\n    if (!lm_last) return;\n    __threadfence();\n"
+        << last_block_count("(unsigned*)lm_cnt", "gridDim.x - 1", count_by_release())
         << "    const long long lm_n = " << c(product_of(g_.node(grp_.nodes[j]).shape, 0, g_.node(grp_.nodes[j]).shape.size())) << ";\n"
         << "    for (long long lm_z = threadIdx.x; lm_z < lm_n; lm_z += blockDim.x) lm_s" << J << "[lm_z] = __ldcg((const float*)lm_o" << J
         << " + lm_z);\n  }\n  __syncthreads();\n";
