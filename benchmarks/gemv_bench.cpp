@@ -94,7 +94,11 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
 // GEMVs one after the other as decode runs them, over `copies` of distinct bf16 weights of
 // `shapes` ([n, k] each, so nothing stays in cache): GB/s over all of them. Small matrices pay
 // the per-call overhead (thread wake-up, row split) that one 4096x4096 GEMV hides.
-Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64_t>>& shapes, int copies, int reps, bool huge_pages) {
+// `scattered`: the matrices laid out in memory in a shuffled order (as a safetensors file holds
+// them, by name), still multiplied in the model's order, so that each GEMV starts its stream
+// somewhere the one before did not lead.
+Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64_t>>& shapes, int copies, int reps, bool huge_pages,
+                    bool scattered = false) {
   size_t per_copy = 0;
   int64_t widest = 0;
   for (auto [n, k] : shapes) per_copy += static_cast<size_t>(n * k), widest = std::max({widest, n, k});
@@ -103,15 +107,29 @@ Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64
   for (size_t i = 0; i < w.numel(); ++i) wd[i] = f32_to_bf16(static_cast<float>(i % 97) * 0.01f - 0.5f);
   // As models load on this backend: copied into transparent huge pages (runtime/huge_page_arena.h).
   if (huge_pages) w = HugePageArena::create(w.nbytes())->adopt(w);
+  // Each matrix's offset: in call order, or a fixed shuffle of the slots of call order.
+  std::vector<size_t> order(shapes.size() * static_cast<size_t>(copies)), offset(order.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (scattered)
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[(i * 2654435761u) % i]);
+  {
+    size_t at = 0;
+    for (size_t slot : order) {
+      offset[slot] = at;
+      auto [n, k] = shapes[slot % shapes.size()];
+      at += static_cast<size_t>(n * k);
+    }
+  }
   std::vector<float> a(static_cast<size_t>(widest), 0.5f), c(static_cast<size_t>(widest));
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     double t0 = now_s();
-    const uint16_t* wp = reinterpret_cast<const uint16_t*>(std::as_const(w).bytes());
+    const uint16_t* base = reinterpret_cast<const uint16_t*>(std::as_const(w).bytes());
+    size_t call = 0;
     for (int l = 0; l < copies; ++l)
       for (auto [n, k] : shapes) {
+        const uint16_t* wp = base + offset[call++];
         weight_gemm({a.data(), k, reinterpret_cast<const uint8_t*>(wp), k, DType::BF16, c.data(), n, 1, n, k}, &pool);
-        wp += n * k;
       }
     times.push_back(now_s() - t0);
   }
@@ -229,6 +247,11 @@ int main(int argc, char** argv) {
     Result l = stream_gemvs(pool, kQwen3Layer, 28, 2 * reps + 1, huge);
     std::printf("GEMVs of 28 Qwen3-0.6B layers bf16, %s: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
                 huge ? "huge pages" : "4 KB pages", l.ms, l.gbps, 100 * l.gbps / bw);
+  }
+  {
+    Result l = stream_gemvs(pool, kQwen3Layer, 28, 2 * reps + 1, false, true);
+    std::printf("GEMVs of 28 Qwen3-0.6B layers bf16, 4 KB pages, matrices in shuffled places: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
+                l.ms, l.gbps, 100 * l.gbps / bw);
   }
   for (int64_t m : {32, 128, 512})
     for (DType t : {DType::BF16, DType::F32}) {
