@@ -37,6 +37,14 @@ std::string row_loads(const std::string& dst, const std::string& ptr, DType t, c
   return s.str();
 }
 
+// The block's row group and slice of keys (lm_row0, lm_live, lm_k0, lm_k1, lm_bc, ...), from
+// the query rows and keys of attention `n` with keys `k`: the one-launch kernel's and its
+// prefetch's, which must take the same slice. Needs lm_R and lm_CH, and lm_shape_of.
+std::string slice_coords(const Node& n, const ViewLayer& k, size_t r) {
+  return "  const long long lm_seq = " + c(n.inputs[0].view.shape()[r - 2]) + ", lm_keys = " + c(k.shape[r - 1]) + ";\n" +
+         split_block_coords(r);
+}
+
 }  // namespace
 
 // LUMINAL_CUDA_ATTENTION_RELEASE=0: the slices counted as before session 36, a fence in every
@@ -97,9 +105,8 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     // The scratch: every (row, slice)'s unnormalised row, then every (row, slice)'s max and sum.
     << "  float* lm_scratch = (float*)lm_out1;\n"
     << "  unsigned* lm_counter = (unsigned*)lm_out2;\n"
-    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5;\n"
-    << split_block_coords(r)
+    << slice_coords(n, *k, r)
     << "  float* lm_stats = lm_scratch + " << c(rows) << " * lm_splits * " << dv << ";\n"
     << "  const " << storage_type(dt[1]) << "* lm_K = (const " << storage_type(dt[1]) << "*)lm_in1;\n"
     << "  const " << storage_type(dt[2]) << "* lm_V = (const " << storage_type(dt[2]) << "*)lm_in2;\n"
@@ -249,8 +256,7 @@ std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt
   if (!dk_e.is_const() || !dv_e.is_const()) return "";
   std::ostringstream s;
   s << "  {\n" << batch_shape_fn(*k, r) << "  constexpr int lm_R = 4, lm_CH = 32;\n"
-    << "  const long long lm_seq = " << c(n.inputs[0].view.shape()[r - 2]) << ", lm_keys = " << c(k->shape[r - 1]) << ";\n"
-    << split_block_coords(r) << "  if (blockIdx.x < " << c(blocks) << ") {\n";
+    << slice_coords(n, *k, r) << "  if (blockIdx.x < " << c(blocks) << ") {\n";
   // One operand's rows: key lm_k0 + lm_t / L of the slice, its line lm_t % L, L lines a row.
   auto rows = [&](const std::string& ptr, const ViewLayer& l, size_t key_dim, size_t head_dim, int64_t len, DType t) {
     if (!l.strides[head_dim].is_const(1)) return;
