@@ -64,6 +64,15 @@ TEST(WeightGemm, DecodeShapeOfARealLayer) {
   check(7, 300, 576, DType::BF16, &pool);
 }
 
+// Weights of 8-16 MB, which the threads take in several 1-4 MB chunks, with a last chunk short of
+// the others and a last group of fewer than four rows.
+TEST(WeightGemm, WeightsOfSeveralChunks) {
+  ThreadPool pool(3);
+  check(1, 4103, 1024, DType::BF16, &pool);
+  check(3, 4103, 1024, DType::BF16, &pool);
+  check(1, 2051, 2048, DType::F32, &pool);
+}
+
 }  // namespace
 }  // namespace luminal::cpu
 

@@ -287,11 +287,17 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
     if (weight_gemm_has_avx2()) gemm_rows_avx2(g, n0, n1);
     else gemm_rows_scalar(g, n0, n1);
   };
-  // Chunks of 128 W rows (multiples of 4 keep the 4-row groups whole) taken from a shared
-  // counter: on a shared machine a thread slowed by other work takes fewer chunks instead of
-  // holding the other at the end (perf showed the main thread waiting there with static
-  // halves; interleaved A/B decode runs put the two within noise).
-  if (pool) pool->parallel_for_dynamic((g.n + 3) / 4, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, 32);
+  // Chunks of 4-row groups taken from a shared counter: on a shared machine a thread slowed by
+  // other work takes fewer chunks instead of holding the other at the end. Each chunk is a new
+  // stream for the hardware prefetchers, so chunks are long: W / (2 x threads), within 1-4 MB
+  // (a matrix of 2 MB or less is split in halves, a vocabulary head in 4 MB pieces). Chunks of 32 groups
+  // (256 KB of a Qwen3-0.6B layer's 2 KB rows) cost 4-5% of its decode (docs/cpu_backend.md).
+  if (pool) {
+    const int64_t groups = (g.n + 3) / 4, group_bytes = 4 * g.ldw * dtype_size(g.w_dtype);
+    const int64_t chunk_bytes = std::clamp<int64_t>(groups * group_bytes / (2 * pool->size()), int64_t(1) << 20, int64_t(4) << 20);
+    const int64_t chunk = std::min((groups + pool->size() - 1) / pool->size(), std::max<int64_t>(1, chunk_bytes / group_bytes));
+    pool->parallel_for_dynamic(groups, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, chunk);
+  }
   else rows(0, g.n);
 }
 
