@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
@@ -79,10 +82,25 @@ TEST(ScheduleCache, AFileItCannotParseIsIgnoredWhole) {
   EXPECT_EQ(none.find("lm_Matmul_1", 1), nullptr);
 }
 
+// The environment's LUMINAL_CUDA_SCHEDULE_CACHE cleared for one test, restored after it (the
+// device script sets it to 0 so that its A/B runs time their own schedules; session 37's first
+// run of this test on the H200 failed under it).
+struct ScheduleCacheEnvCleared {
+  std::optional<std::string> saved;
+  ScheduleCacheEnvCleared() {
+    if (const char* v = std::getenv("LUMINAL_CUDA_SCHEDULE_CACHE")) saved = v;
+    unsetenv("LUMINAL_CUDA_SCHEDULE_CACHE");
+  }
+  ~ScheduleCacheEnvCleared() {
+    if (saved) setenv("LUMINAL_CUDA_SCHEDULE_CACHE", saved->c_str(), 1);
+  }
+};
+
 // A second executor with the same cache folder runs the first one's choices without timing
 // them, and computes the same values.
 TEST(CudaBackend, ASecondExecutorRunsTheSchedulesTheFirstChose) {
   if (!nvrtc_unavailable_reason().empty() || !unavailable_reason().empty()) GTEST_SKIP() << unavailable_reason() << nvrtc_unavailable_reason();
+  const ScheduleCacheEnvCleared env;
   TempDir dir("schedule-executors");
   Graph g;
   const Expr s = Expr::var("s");
