@@ -96,5 +96,25 @@ TEST(GemmNN, RowMajorBAgainstDoubleProduct) {
       }
 }
 
+// Head-dim widths (16-128 in steps of 16 take two rows at a time in AVX-512 where the CPU has
+// it; 144 does not), one to five rows (odd last rows), padded rows of A, B and C, and a decode's
+// 176 keys.
+TEST(GemmNN, AttentionValueWidthsAgainstDoubleProduct) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t m : {1, 2, 3, 5})
+    for (int64_t n : {16, 48, 128, 144})
+      for (int64_t k : {1, 7, 176}) {
+        int64_t lda = k + 2, ldb = n + 5, ldc = n + 2;
+        std::vector<float> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(k * ldb)), c(static_cast<size_t>(m * ldc), -7.0f);
+        for (float& x : a) x = d(rng);
+        for (float& x : b) x = d(rng);
+        gemm_nn({a.data(), lda, b.data(), ldb, DType::F32, c.data(), ldc, m, n, k}, m > 2 ? &pool : nullptr);
+        testing::expect_double_product(
+            c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[i * lda + p]; }, [&](int64_t p, int64_t j) { return b[p * ldb + j]; });
+      }
+}
+
 }  // namespace
 }  // namespace luminal::cpu

@@ -245,6 +245,51 @@ __attribute__((target("avx2,fma"))) void nn_row_avx2(const float* a, const float
   }
 }
 
+// Two rows of A against B [k, 16 × kBlocks] read row by row, so B is one sequential stream
+// (decode attention's values: a head's rows of the cache, 512 bytes each at head_dim 128), both
+// rows' sums in registers. Each lane sums over p in order, as nn_row_avx2 does. Measured on a
+// Qwen3-0.6B layer's decode values (8 heads of 176 keys, 2 rows each, from memory, 2 threads):
+// 34 µs against 43 for nn_row_avx2's 32-column strips.
+template <int kBlocks>
+__attribute__((target("avx512f"))) void nn_rows2_avx512(const float* a0, const float* a1, const float* b, int64_t ldb, int64_t k,
+                                                        float* c0, float* c1) {
+  __m512 s0[kBlocks], s1[kBlocks];
+  for (int j = 0; j < kBlocks; ++j) s0[j] = s1[j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const float* row = b + p * ldb;
+    for (int j = 0; j < kBlocks; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + 8 * ldb + 16 * j), _MM_HINT_T0);
+    const __m512 x0 = _mm512_set1_ps(a0[p]), x1 = _mm512_set1_ps(a1[p]);
+    for (int j = 0; j < kBlocks; ++j) {
+      const __m512 w = _mm512_loadu_ps(row + 16 * j);
+      s0[j] = _mm512_fmadd_ps(x0, w, s0[j]);
+      s1[j] = _mm512_fmadd_ps(x1, w, s1[j]);
+    }
+  }
+  for (int j = 0; j < kBlocks; ++j) {
+    _mm512_storeu_ps(c0 + 16 * j, s0[j]);
+    if (c1) _mm512_storeu_ps(c1 + 16 * j, s1[j]);
+  }
+}
+
+// Rows [i0, i1) of C by nn_rows2_avx512 where n is 16-128 in steps of 16 (false otherwise: past
+// 128 the two rows' sums no longer fit the 32 registers); an odd last row goes with itself as
+// its pair, its copy not stored.
+bool nn_rows_avx512(const WeightGemm& g, int64_t i0, int64_t i1) {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  if (!has || g.n % 16 != 0 || g.n < 16 || g.n > 128) return false;
+  using Fn = void (*)(const float*, const float*, const float*, int64_t, int64_t, float*, float*);
+  static constexpr Fn kFns[] = {nn_rows2_avx512<1>, nn_rows2_avx512<2>, nn_rows2_avx512<3>, nn_rows2_avx512<4>,
+                                nn_rows2_avx512<5>, nn_rows2_avx512<6>, nn_rows2_avx512<7>, nn_rows2_avx512<8>};
+  const Fn fn = kFns[g.n / 16 - 1];
+  const float* b = static_cast<const float*>(g.w);
+  for (int64_t i = i0; i < i1; i += 2) {
+    const bool pair = i + 1 < i1;
+    const float* a0 = g.a + i * g.lda;
+    fn(a0, pair ? a0 + g.lda : a0, b, g.ldw, g.k, g.c + i * g.ldc, pair ? g.c + (i + 1) * g.ldc : nullptr);
+  }
+  return true;
+}
+
 void nn_row_scalar(const float* a, const float* b, int64_t ldb, int64_t n, int64_t k, float* c) {
   for (int64_t j = 0; j < n; ++j) {
     float s = 0;
@@ -261,6 +306,7 @@ void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
   if (g.m >= kPackedNNMinRows && g.k >= kPackedNNMinK && weight_gemm_has_avx2()) return packed_gemm_nn(g, pool);
   const float* b = static_cast<const float*>(g.w);
   auto rows = [&](int64_t i0, int64_t i1) {
+    if (nn_rows_avx512(g, i0, i1)) return;
     for (int64_t i = i0; i < i1; ++i) {
       if (weight_gemm_has_avx2()) nn_row_avx2(g.a + i * g.lda, b, g.ldw, g.n, g.k, g.c + i * g.ldc);
       else nn_row_scalar(g.a + i * g.lda, b, g.ldw, g.n, g.k, g.c + i * g.ldc);
