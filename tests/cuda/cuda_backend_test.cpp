@@ -838,9 +838,8 @@ TEST(CudaCodegen, JoinedFunctionsOfADecodersSmallKernelsCompile) {
   Graph plan = bf16_decoder_plan("llama-tiny");
   PlanKernels k = generate_plan_kernels(plan);
   auto text = [&](const std::string& name) {
-    for (size_t i = 0; i < k.functions.names.size(); ++i)
-      if (k.functions.names[i] == name) return k.functions.texts[i];
-    return std::string();
+    const std::string* t = k.functions.find(name);
+    return t ? *t : std::string();
   };
   std::map<std::string, std::vector<std::string>> by_kind;  // the functions of the first layer's nodes of each kind
   int key_rotaries = 0;
@@ -1586,9 +1585,9 @@ TEST(CudaCodegen, DecodeAttentionHasAOneLaunchKernel) {
     for (const auto& n : k.per_node) {
       if (!n || !n->once || n->once_max_slices != gen::kSplitOnceMaxSlices) continue;
       ++once;
-      const auto at = std::find(k.functions.names.begin(), k.functions.names.end(), n->once->function);
-      ASSERT_NE(at, k.functions.names.end());
-      const std::string& text = k.functions.texts[static_cast<size_t>(at - k.functions.names.begin())];
+      const std::string* found = k.functions.find(n->once->function);
+      ASSERT_NE(found, nullptr);
+      const std::string& text = *found;
       const size_t prefetch = text.find("prefetch.global.L2"), wait = text.find("lm_grid_wait();");
       ASSERT_NE(prefetch, std::string::npos) << "d=" << d;
       EXPECT_LT(prefetch, wait) << "d=" << d;

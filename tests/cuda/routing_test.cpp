@@ -131,10 +131,10 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
     EXPECT_EQ(grp.capacity, (std::vector<int64_t>{experts, experts, 1, experts}));
     EXPECT_EQ(grp.counter, experts == 128);
     EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
-    const auto at = std::find(k.functions.names.begin(), k.functions.names.end(), grp.launch.function);
-    ASSERT_NE(at, k.functions.names.end());
+    const std::string* found = k.functions.find(grp.launch.function);
+    ASSERT_NE(found, nullptr);
     // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count).
-    const std::string& text = k.functions.texts[static_cast<size_t>(at - k.functions.names.begin())];
+    const std::string& text = *found;
     EXPECT_EQ(text.find("atom.acq_rel.gpu.add.u32") != std::string::npos, experts == 128);
     EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
   }

@@ -1,5 +1,4 @@
 // Decode attention in one launch (see split_attention_once below).
-#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -50,10 +49,7 @@ std::string slice_coords(const Node& n, const ViewLayer& k, size_t r) {
 // LUMINAL_CUDA_ATTENTION_RELEASE=0: the slices counted as before session 36, a fence in every
 // thread (last_block_count; on the H200, 0.5% of a Llama-3-8B decode step and of an MoE's).
 static bool count_by_release() {
-  static const bool release = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_ATTENTION_RELEASE");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool release = env_switch_on("LUMINAL_CUDA_ATTENTION_RELEASE");
   return release;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <iterator>
 #include <set>
 #include <sstream>
@@ -741,6 +740,12 @@ extern "C" __global__ void lm_rows_to_bf16(uint16_t* hi, uint16_t* lo, const flo
 )";
 }
 
+const std::string* FunctionSet::find(const std::string& name) const {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return &texts[i];
+  return nullptr;
+}
+
 NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                               const CodegenOptions& options) {
   const Node& n = g.node(id);
@@ -1227,10 +1232,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       if (auto once = split_attention_once(n, dts, n.dtype)) {
         w.set_extra_outputs(2);  // the scratch and the counters
         // LUMINAL_CUDA_ATTENTION_PREFETCH=0: no prefetch of the key and value rows before the wait.
-        static const bool prefetch = [] {
-          const char* e = std::getenv("LUMINAL_CUDA_ATTENTION_PREFETCH");
-          return !(e && std::string(e) == "0");
-        }();
+        static const bool prefetch = gen::env_switch_on("LUMINAL_CUDA_ATTENTION_PREFETCH");
         const std::string before_wait = prefetch ? split_attention_prefetch(n, dts, blocks) : std::string();
         r.once = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *once, functions, before_wait), Launch::Grid::Rows, blocks};
         w.set_extra_outputs(0);

@@ -174,6 +174,8 @@ std::string cuda_prelude();
 // The distinct functions of a plan, each a whole definition, in the order first needed.
 struct FunctionSet {
   std::vector<std::string> names, texts;
+  // The text of the function named `name`, or null.
+  const std::string* find(const std::string& name) const;
 };
 
 // What generated kernels may trade away.

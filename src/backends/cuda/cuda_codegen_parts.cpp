@@ -1,6 +1,8 @@
 #include "backends/cuda/cuda_codegen_parts.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "runtime/buffer.h"
 #include "backends/cpu/fused_codegen.h"
@@ -80,6 +82,11 @@ std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLaye
     s += in + "  { const long long lm_c = lm_rem % " + c(a->shape[d]) + "; lm_rem /= " + c(a->shape[d]) + "; lm_ao += lm_c * " + c(a->strides[d]) +
          "; lm_bo += lm_c * " + c(b->strides[d]) + ";" + (scale ? " lm_so += lm_c * " + c(scale->strides[d]) + ";" : "") + " }\n";
   return s + in + "}\n";
+}
+
+bool env_switch_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && std::string(e) == "0");
 }
 
 std::string last_block_count(const std::string& counter, const std::string& last, bool release) {

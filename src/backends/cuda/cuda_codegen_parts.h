@@ -119,6 +119,9 @@ struct GatedEpilogue {
 // thread fences its stores first and the last block fences again before it reads.
 std::string last_block_count(const std::string& counter, const std::string& last, bool release);
 
+// A generator's switch for measuring: on unless the environment variable `name` is "0".
+bool env_switch_on(const char* name);
+
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).
 std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLayer* b, const std::vector<DType>& dt,

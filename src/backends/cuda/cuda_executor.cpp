@@ -618,8 +618,7 @@ void* CudaExecutor::joined_launch_function() {
   void* f = nullptr;
   std::vector<std::string> texts;
   for (const std::string& name : key)
-    for (size_t i = 0; i < kernels_.functions.names.size(); ++i)
-      if (kernels_.functions.names[i] == name) texts.push_back(kernels_.functions.texts[i]);
+    if (const std::string* text = kernels_.functions.find(name)) texts.push_back(*text);
   if (auto jf = texts.size() == key.size() ? joined_function(texts) : std::nullopt) {
     try {  // a join that does not compile runs as separate launches
       const CompiledKernels c = nvrtc_compile(cuda_prelude() + jf->text, ctx_.arch(), cache_dir_);

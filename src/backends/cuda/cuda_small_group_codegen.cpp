@@ -1,6 +1,5 @@
 // Small nodes of one token computed by one block in one launch (see small_groups).
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -77,10 +76,7 @@ int64_t rows_of_member(const Node& n) {
 // LUMINAL_CUDA_SMALL_GROUP_RELEASE=0: the split member's blocks counted with a fence in every
 // thread, as before session 36 (last_block_count).
 bool count_by_release() {
-  static const bool release = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool release = gen::env_switch_on("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
   return release;
 }
 
