@@ -12,6 +12,8 @@
 //   block's down rows of the 8 chosen experts copied into shared memory by the tensor memory
 //   accelerator while the blocks run the gate/up pairs; a second barrier, and the down rows
 //   multiply from shared memory.
+// - router, top-k, experts: the router and top-k kernels as in the four, then gate/up and down
+//   as the fused kernel's second half (k_fused<false>).
 // Layers have distinct weights (the chosen experts' 75 MB a layer come from HBM); the chain
 // of layers is one CUDA graph; medians of its replays; the two ways' outputs are compared, and
 // one fused launch reports its phases' %globaltimer stamps. Session 38 on the H200: see
@@ -273,8 +275,13 @@ __device__ void grid_sync(unsigned* count, unsigned* gen) {
   __syncthreads();
 }
 
+// Route: the router and top-k inside (the fused way); else the experts and their weights come
+// from k_top_k (in `experts`, `weights`) and the normed input from k_router (in `n`), and the
+// kernel is gate/up and down alone (the experts' way).
+template <bool Route>
 __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, const uint4* __restrict__ Wr, const uint4* __restrict__ Wgu,
-                                               const uint4* __restrict__ Wd, float* logits, float* h, float* out, unsigned* sync, int traced) {
+                                               const uint4* __restrict__ Wd, float* logits, float* h, float* out, unsigned* sync, int traced,
+                                               const float* n, const int* experts, const float* weights) {
   extern __shared__ __align__(128) uint4 s_down[];  // [slot][row][768 bf16]
   __shared__ __align__(16) float s_n[kH];
   __shared__ float scratch[8], s_w[kTop], s_part[kTop][kDownRows];
@@ -286,14 +293,19 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
   stamp(on, 0);
   grid_wait();
   stamp(on, 1);
-  norm_into(r, s_n, scratch);
-  for (int row = blockIdx.x; row < kE; row += gridDim.x) router_row(Wr, s_n, row, logits, scratch);
-  stamp(on, 2);
-  grid_sync(sync, sync + 1);
-  stamp(on, 3);
-  // Every block is resident now, so the next kernel's blocks cannot take an SM one of ours needs.
-  grid_release();
-  if (warp == 0) top_k(logits, s_e, s_w);
+  if (Route) {
+    norm_into(r, s_n, scratch);
+    for (int row = blockIdx.x; row < kE; row += gridDim.x) router_row(Wr, s_n, row, logits, scratch);
+    stamp(on, 2);
+    grid_sync(sync, sync + 1);
+    stamp(on, 3);
+    // Every block is resident now, so the next kernel's blocks cannot take an SM one of ours needs.
+    grid_release();
+    if (warp == 0) top_k(logits, s_e, s_w);
+  } else {
+    for (int i = threadIdx.x; i < kH; i += 256) s_n[i] = __ldcg(n + i);
+    if (threadIdx.x < kTop) s_e[threadIdx.x] = __ldcg(experts + threadIdx.x), s_w[threadIdx.x] = __ldcg(weights + threadIdx.x);
+  }
   __syncthreads();
   stamp(on, 10);
   const unsigned bar = (unsigned)__cvta_generic_to_shared(&s_bar);
@@ -316,6 +328,7 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
   stamp(on, 5);
   stamp(on, 9);
   grid_sync(sync, sync + 1);
+  if (!Route) grid_release();  // every block has been resident since the barrier
   stamp(on, 6);
   // Down: warp w takes slot w's 768 columns (3 uint4 a lane) for every row of the block.
   float hv[24];
@@ -431,7 +444,8 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(a, ha.data(), kA * 4, cudaMemcpyHostToDevice));
   }
   const size_t fused_smem = (size_t)kTop * kDownRows * kI * 2;
-  CK(cudaFuncSetAttribute(k_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fused_smem));
+  CK(cudaFuncSetAttribute(k_fused<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fused_smem));
+  CK(cudaFuncSetAttribute(k_fused<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fused_smem));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
@@ -450,9 +464,14 @@ int main(int argc, char** argv) {
         launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights);
         launch(st, k_gate_up, 2 * sms, 256, 0, (const float*)n, (const int*)experts, (const uint4*)wgu[l], h);
         launch(st, k_down, kH / 8, 256, 0, (const float*)r, (const int*)experts, (const float*)weights, (const float*)h, (const uint4*)wd[l], x);
+      } else if (way == 2) {
+        launch(st, k_fused<true>, sms, 256, fused_smem, (const float*)r, (const uint4*)wr[l], (const uint4*)wgu[l], (const uint4*)wd[l], logits, h, x,
+               sync, l == layers / 2 ? 1 : 0, (const float*)nullptr, (const int*)nullptr, (const float*)nullptr);
       } else {
-        launch(st, k_fused, sms, 256, fused_smem, (const float*)r, (const uint4*)wr[l], (const uint4*)wgu[l], (const uint4*)wd[l], logits, h, x,
-               sync, l == layers / 2 ? 1 : 0);
+        launch(st, k_router, kE, 256, 0, (const float*)r, (const uint4*)wr[l], logits, n);
+        launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights);
+        launch(st, k_fused<false>, sms, 256, fused_smem, (const float*)r, (const uint4*)wr[l], (const uint4*)wgu[l], (const uint4*)wd[l], logits, h,
+               x, sync, 0, (const float*)n, (const int*)experts, (const float*)weights);
       }
     }
   };
@@ -460,10 +479,10 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&trace_buf, 16 * 8));
   CK(cudaMemset(trace_buf, 0, 16 * 8));
   CK(cudaMemcpyToSymbol(g_trace, &trace_buf, sizeof trace_buf));
-  const char* names[] = {"two dense GEMVs (no MoE)", "dense + MoE in four kernels", "dense + MoE fused"};
-  std::vector<float> results[3];
-  double per_layer[3];
-  for (int way = 0; way < 3; ++way) {
+  const char* names[] = {"two dense GEMVs (no MoE)", "dense + MoE in four kernels", "dense + MoE fused", "dense + router, top-k, experts"};
+  std::vector<float> results[4];
+  double per_layer[4];
+  for (int way = 0; way < 4; ++way) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -492,11 +511,13 @@ int main(int argc, char** argv) {
   }
   // The dense-only chain runs two dense GEMVs a layer; the MoE chains one and the MoE.
   const double dense = per_layer[0] / 2;
-  for (int way = 0; way < 3; ++way) std::printf("%-30s %7.2f us a layer\n", names[way], per_layer[way]);
+  for (int way = 0; way < 4; ++way) std::printf("%-30s %7.2f us a layer\n", names[way], per_layer[way]);
   float scale = 0.0f, diff = 0.0f;
   for (int i = 0; i < kH; ++i) scale = std::max(scale, std::fabs(results[1][i])), diff = std::max(diff, std::fabs(results[1][i] - results[2][i]));
-  std::printf("the MoE adds: four kernels %.2f us, fused %.2f us (a dense GEMV alone %.2f); fused against four kernels after %d layers: max diff %.2e of max |x| %.2e\n",
-              per_layer[1] - dense, per_layer[2] - dense, dense, layers, diff, scale);
+  float diff3 = 0.0f;
+  for (int i = 0; i < kH; ++i) diff3 = std::max(diff3, std::fabs(results[1][i] - results[3][i]));
+  std::printf("the MoE adds: four kernels %.2f us, fused %.2f us, router + top-k + experts in one %.2f us (a dense GEMV alone %.2f); against four kernels after %d layers: max diff %.2e (fused), %.2e (experts) of max |x| %.2e\n",
+              per_layer[1] - dense, per_layer[2] - dense, per_layer[3] - dense, dense, layers, diff, diff3, scale);
   unsigned long long tr[16];
   CK(cudaMemcpy(tr, trace_buf, sizeof tr, cudaMemcpyDeviceToHost));
   const char* phase[] = {"waited", "router rows", "barrier 1", "top-k and copies issued", "gate/up (block 0)", "barrier 2", "down rows copied",

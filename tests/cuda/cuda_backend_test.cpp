@@ -474,6 +474,114 @@ TEST(CudaCodegen, ExpertSumsTakeTheirProductsOperands) {
   EXPECT_EQ(sums, 1) << bare.dump();
 }
 
+// Each layer's expert sum also has the experts-in-one kernel (gate/up, their gated product and
+// the down products' sum in one launch), with a form that norms as it loads (the post-attention
+// norm the router reads too), both through NVRTC; it names the layer's gate/up experts.
+TEST(CudaCodegen, MoeExpertsCanRunInOneKernel) {
+  Graph plan = bf16_decoder_plan("qwen3-moe-tiny");
+  PlanKernels k = generate_plan_kernels(plan);
+  int ones = 0;
+  FunctionSet theirs;  // the one kernels alone, for NVRTC (the whole plan takes half a minute)
+  for (size_t id = 0; id < plan.size(); ++id) {
+    if (!k.per_node[id] || !k.per_node[id]->experts_in_one) continue;
+    ++ones;
+    const NodeKernels& one = *k.per_node[id]->experts_in_one;
+    ASSERT_EQ(one.launches.size(), 1u);
+    EXPECT_EQ(one.launches[0].shared_bytes.value(), kExpertsInOneSharedBytes);
+    ASSERT_TRUE(one.normed) << "the post-attention norm, folded";
+    EXPECT_TRUE(one.normed->launches[0].gain_in);
+    const NodeId gu = k.per_node[id]->experts_gate_up;
+    EXPECT_EQ(plan.node(gu).kernel, "ScaledMatmul");
+    ASSERT_TRUE(k.per_node[gu]->gated);
+    const NodeId down = k.per_node[id]->expert_product;
+    EXPECT_EQ(plan.node(down).inputs[0].src, k.per_node[gu]->gated_node) << "the down experts read the gated product";
+    for (const std::string& name : {one.launches[0].function, one.normed->launches[0].function}) {
+      const std::string* text = k.functions.find(name);
+      ASSERT_NE(text, nullptr) << name;
+      if (theirs.find(name)) continue;  // the layers share their functions
+      theirs.names.push_back(name);
+      theirs.texts.push_back(*text);
+    }
+  }
+  EXPECT_EQ(ones, fixture_config("qwen3-moe-tiny").layers);
+  PlanKernels only;
+  only.functions = theirs;
+  if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", ""));
+}
+
+// An MoE's experts as a decode runs them: the norm (read by a router too, so both fold it), the
+// gate/up experts scaled by which were chosen, act(gate) * up, the down experts scaled by their
+// weights, the sum over experts and the residual. For one row they run as one kernel
+// (CudaExecutor::experts_in_one_sum) and match the reference, recorded and replayed too; for
+// three rows, or with the option off, they do not. The larger shape gives each block more than
+// 16 output columns and more chosen experts than its shared memory holds (ten of 768 x 18 rows).
+TEST(CudaBackend, ExpertsInOneKernelMatchTheReference) {
+  struct Shape {
+    int64_t E, I, H, chosen;
+  };
+  for (const Shape& sh : {Shape{16, 64, 256, 2}, Shape{12, 768, 2304, 10}}) {
+    const int64_t E = sh.E, I = sh.I, H = sh.H;
+    Graph g;
+    const Expr s = Expr::var("s");
+    Tensor x = input(g, "x", DType::F32, {s, H});
+    Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
+    linear(h, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt).output("logits");
+    Tensor wgu = cast(input(g, "w_gu", DType::BF16, {E, 2 * I, H}), DType::F32);
+    Tensor wd = cast(input(g, "w_d", DType::BF16, {E, H, I}), DType::F32);
+    Tensor chosen = input(g, "chosen", DType::F32, {s, E});
+    Tensor weights = input(g, "weights", DType::F32, {s, E});
+    auto per_expert = [](const Tensor& r) { return unsqueeze(permute(r, {1, 0}), 2); };
+    Tensor xs = expand(unsqueeze(h, 0), {Expr(E), s, Expr(H)}) * per_expert(chosen);
+    Tensor gu = matmul(xs, transpose(wgu, 1, 2));
+    Tensor act = silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I);
+    Tensor d = matmul(act * per_expert(weights), transpose(wd, 1, 2));
+    (x + sum(d, {0})).output("out");
+    const Graph plan = compiled(g);
+    const PlanKernels kernels = generate_plan_kernels(plan);
+    int ones = 0;
+    for (const auto& k : kernels.per_node) ones += k && k->experts_in_one && k->experts_in_one->normed;
+    ASSERT_EQ(ones, 1) << plan.dump();
+    if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+    for (bool on : {true, false}) {
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .experts_in_one = on});
+      for (int64_t rows : {int64_t{1}, int64_t{3}}) {
+        // The first `chosen` experts of a rotation by the row, each weighted 1 / (its rank + 2).
+        std::vector<float> pick(static_cast<size_t>(rows * E), 0.0f), weight(pick.size(), 0.0f);
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < sh.chosen; ++c) {
+            const size_t at = static_cast<size_t>(t * E + (t + 3 * c) % E);
+            pick[at] = 1.0f;
+            weight[at] = 1.0f / static_cast<float>(c + 2);
+          }
+        const std::map<std::string, Buffer> in{{"x", testing::random_buffer(DType::F32, {rows, H}, 51)},
+                                               {"gain", testing::random_buffer(DType::BF16, {H}, 52)},
+                                               {"router", testing::random_buffer(DType::BF16, {E, H}, 53)},
+                                               {"w_gu", testing::random_buffer(DType::BF16, {E, 2 * I, H}, 54, -0.05f, 0.05f)},
+                                               {"w_d", testing::random_buffer(DType::BF16, {E, H, I}, 55, -0.05f, 0.05f)},
+                                               {"chosen", Buffer::f32(pick, {rows, E})},
+                                               {"weights", Buffer::f32(weight, {rows, E})}};
+        Interpreter ref(g);
+        set_both(ref, cuda, in);
+        ref.run();
+        const int64_t before = cuda.experts_in_one_run();
+        for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
+          cuda.run();
+          const std::string at = " (H " + std::to_string(H) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (on ? ")" : ", off)");
+          expect_close(ref.output("logits"), cuda.output("logits"), "logits" + at);
+          // Sums of 2304 and 768 products in another order than the reference's: within 1e-5 of
+          // the largest output, not 2e-5 of each.
+          const Buffer want = ref.output("out"), got = cuda.output("out");
+          double largest = 0, worst = 0;
+          for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
+          for (size_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.get(i) - got.get(i)));
+          EXPECT_LE(worst, 1e-5 * largest + 1e-6) << "out" << at << ": largest " << largest;
+        }
+        EXPECT_EQ(cuda.experts_in_one_run() > before, on && rows == 1) << "H " << H << ", s=" << rows;
+      }
+    }
+  }
+}
+
 // A decoder's norms and gated products are read only by linear layers: each also has the
 // launch that stores bf16 words (NodeKernels::words), and so does the o projection's copy of
 // the attention heads; nodes others read (the residual sums, the rotary tables) have none.

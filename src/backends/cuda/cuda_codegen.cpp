@@ -111,8 +111,10 @@ class KernelWriter {
   // before `body`: so every write of a kernel follows all earlier kernels' completion, and a
   // kernel's launch and `before_wait` (reads of weights) overlap the previous one's tail.
   // `min_blocks` > 0 asks the compiler for registers that let that many blocks share an SM.
+  // Without `release_at_start` the body calls lm_grid_release() itself (a kernel whose blocks
+  // must all be resident first).
   std::string finish(const std::string& body, FunctionSet& functions, const std::string& before_wait = "",
-                     int max_threads = kBlockThreads, int min_blocks = 0) const {
+                     int max_threads = kBlockThreads, int min_blocks = 0, bool release_at_start = true) const {
     std::ostringstream params;
     params << "(char* __restrict__ lm_out";
     for (size_t i = 0; i < n_.inputs.size(); ++i) params << ", const char* __restrict__ lm_in" << i;
@@ -123,7 +125,7 @@ class KernelWriter {
     if (softmax_) params << ", char* __restrict__ lm_smout";
     if (scatter_) params << ", char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx";
     params << ", const long long* __restrict__ lm_dims)";
-    std::string text = params.str() + " {\n" + preamble() + "  lm_grid_release();\n" + before_wait + "  lm_grid_wait();\n" +
+    std::string text = params.str() + " {\n" + preamble() + (release_at_start ? "  lm_grid_release();\n" : "") + before_wait + "  lm_grid_wait();\n" +
                        (softmax_ ? softmax_stats() : std::string()) + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.
     std::string kind;
@@ -476,6 +478,81 @@ std::optional<NodeId> expert_product_of(const Graph& g, NodeId f_id) {
   return s;
 }
 
+// The experts in one kernel (NodeKernels::experts_in_one) for sum `id` over ScaledMatmul
+// `product` (the down experts): where the product's activations are, in order, the whole gated
+// product of gate/up experts that nothing else reads, and both weights are bf16.
+void experts_in_one_kernels(const Graph& g, NodeId id, NodeId product, const std::optional<FusedProgram>& epi, int prologue_inputs,
+                            const std::vector<std::string>& graph_dims, FunctionSet& functions, NodeKernels& r) {
+  const Node& dn = g.node(product);
+  const NodeId p = dn.inputs[0].src;
+  const Node& pn = g.node(p);
+  if (pn.op != OpKind::Kernel || pn.kernel != "Fused" || pn.inputs.size() != 2 || pn.inputs[0].src != pn.inputs[1].src) return;
+  const NodeId gu = pn.inputs[0].src;
+  const Node& gn = g.node(gu);
+  if (gn.op != OpKind::Kernel || gn.kernel != "ScaledMatmul") return;
+  const std::optional<GatedExperts> ge = gated_experts_of(g, gu);
+  if (!ge || ge->product != p || sole_reader(g, {p}) != std::optional<NodeId>(product)) return;
+  if (!dn.inputs[0].view.is_contiguous() || !(dn.inputs[0].view.shape() == pn.shape)) return;
+  if (g.node(gn.inputs[1].src).dtype != DType::BF16 || g.node(dn.inputs[1].src).dtype != DType::BF16 ||
+      g.node(gn.inputs[0].src).dtype != DType::F32 || g.node(gn.inputs[2].src).dtype != DType::F32 || g.node(dn.inputs[2].src).dtype != DType::F32)
+    return;
+  const ViewLayer *ga = plain_strided(gn.inputs[0].view), *gb = plain_strided(gn.inputs[1].view), *gs = plain_strided(gn.inputs[2].view);
+  const ViewLayer *db = plain_strided(dn.inputs[1].view), *ds = plain_strided(dn.inputs[2].view);
+  const FusedProgram prog = FusedProgram::decode(pn.code);
+  const int up_input = ge->up_input;
+  auto gated_value = [prog, up_input](const std::string& gate, const std::string& up, const std::string& out, const std::string& in) {
+    std::ostringstream s;
+    s << in << "float " << out << ";\n" << in << "{\n";
+    for (int i = 0; i < 2; ++i) s << in << "  const float x" << i << " = " << (i == up_input ? up : gate) << ";\n";
+    if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", in + "  "))
+      throw Error("CUDA backend: cannot generate a gated product's program");
+    s << in << "  " << out << " = " << convert("v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype, DType::F32) << ";\n"
+      << in << "}\n";
+    return s.str();
+  };
+  // One launch, with or without the norm fold; the executor sets its blocks (one a multiprocessor).
+  auto one = [&](const ViewLayer* a, const std::optional<FoldedNorm>& fold) -> std::optional<Launch> {
+    KernelWriter w(g, id, graph_dims);
+    w.set_named_params({"lm_ga", "lm_gb", "lm_gs", "lm_db", "lm_ds"});
+    w.set_extra_outputs(2);
+    std::vector<std::string> dims = node_dims(gn);
+    for (const std::string& d : node_dims(dn)) dims.push_back(d);
+    if (fold) {
+      for (const std::string& d : fold->dims) dims.push_back(d);
+      w.set_gain_param(fold->prologue.gain);
+    }
+    w.set_extra_dims(dims);
+    auto store = [&](const std::string& at, const std::string& value) {
+      if (!epi) return w.out_store(at, value, DType::F32);
+      std::ostringstream s;
+      std::vector<DType> dt{DType::F32};
+      for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(prologue_inputs + i - 1)));
+      auto input = [&](int k) { return k == 0 ? value : "lm_ld" + std::to_string(prologue_inputs + k - 1) + "(" + at + ")"; };
+      s << "{\n";
+      if (!emit_program(s, *epi, input, dt, "e", "        ")) throw Error("CUDA backend: cannot generate the epilogue of an expert sum");
+      s << "        " << w.out_store(at, "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype) << "      }\n";
+      return s.str();
+    };
+    ExpertsInOne x{a, gb, gs, db, ds, fold ? &fold->prologue : nullptr, gated_value, store};
+    const std::optional<std::string> body = experts_in_one_body(x);
+    if (!body) return std::nullopt;
+    Launch l{w.finish(*body, functions, "", kBlockThreads, 1, false), Launch::Grid::Rows, Expr(1), Expr(kExpertsInOneSharedBytes)};
+    l.gain_in = fold && fold->prologue.gain;
+    return l;
+  };
+  const std::optional<Launch> plain = one(ga, std::nullopt);
+  if (!plain) return;
+  auto k = std::make_shared<NodeKernels>();
+  k->launches.push_back(*plain);
+  if (const std::optional<FoldedNorm> fold = expert_norm_prologue_of(g, gn))
+    if (const std::optional<Launch> normed = one(&fold->x, fold)) {
+      k->normed = std::make_shared<NodeKernels>();
+      k->normed->launches.push_back(*normed);
+    }
+  r.experts_in_one = k;
+  r.experts_gate_up = gu;
+}
+
 // The expert sum of reduction `id` over ScaledMatmul `product` (NodeKernels::expert_sum): the
 // product's operands as named parameters after the reduction's inputs, the epilogue (if any)
 // at each store.
@@ -507,6 +584,7 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   }
   r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
   r.expert_product = product;
+  experts_in_one_kernels(g, id, product, epi, prologue_inputs, graph_dims, functions, r);
 }
 
 // The opening of a column reduction: 32 adjacent outputs (lanes) a block, its warps splitting
@@ -605,6 +683,62 @@ __device__ __forceinline__ void lm_cp_async_wait() {
 #endif
 }
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+// Eight bf16 weights (a 16-byte load) times eight f32 values, added to acc in order.
+__device__ __forceinline__ float lm_dot8(uint4 w, float4 a, float4 b, float acc) {
+  acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
+  acc = __fmaf_rn(a.y, __uint_as_float(w.x & 0xffff0000u), acc);
+  acc = __fmaf_rn(a.z, __uint_as_float(w.y << 16), acc);
+  acc = __fmaf_rn(a.w, __uint_as_float(w.y & 0xffff0000u), acc);
+  acc = __fmaf_rn(b.x, __uint_as_float(w.z << 16), acc);
+  acc = __fmaf_rn(b.y, __uint_as_float(w.z & 0xffff0000u), acc);
+  acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
+  acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
+  return acc;
+}
+// One step of summing 2 * half values over a warp at once: a lane keeps half of them (the upper
+// where its lane has `bit`) and adds its partner's of the same; log2 steps leave each sum in two lanes.
+template <int half>
+__device__ __forceinline__ void lm_halve_rows(float* part, int lane, int bit) {
+  const bool upper = lane & bit;
+#pragma unroll
+  for (int i = 0; i < half; ++i) {
+    const float recv = __shfl_xor_sync(0xffffffffu, upper ? part[i] : part[i + half], bit);
+    part[i] = (upper ? part[i + half] : part[i]) + recv;
+  }
+}
+// One-dimensional bulk copies global -> shared by the tensor memory accelerator (sm_90+),
+// counted by an mbarrier in shared memory: expect (one thread, before its copies), copy, wait
+// (every thread that reads them). Addresses and sizes multiples of 16 bytes.
+__device__ __forceinline__ void lm_bulk_expect(unsigned long long* bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void lm_bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(bar))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void lm_bulk_wait(unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#else
+  __trap();
+#endif
+}
 // The generated programs' exp2 (on the CPU, a vectorisable copy of libm's): CUDA's exp2f.
 __device__ __forceinline__ float lm_exp2f(float x) { return exp2f(x); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {

@@ -25,6 +25,9 @@ constexpr int kRowMaxThreads = 1024;
 // memory where there are at most kMaxListedBatches of them and kMaxListedBatchRows batch rows
 // in all (its lm_compact: a decode); past that its units run over every batch.
 constexpr int64_t kMaxListedBatches = 1024, kMaxListedBatchRows = 16384;
+// Shared memory a block of an MoE's experts in one kernel (gen::experts_in_one_body) takes: x
+// and its output columns' down rows of the first chosen experts; so one block an SM.
+constexpr int64_t kExpertsInOneSharedBytes = 220 * 1024;
 
 // One launch of a node. Every function takes (out, in0, .., in<n-1>, dims) with dims a
 // pointer to the plan's dynamic dims in device memory, as int64 values in the order of
@@ -142,6 +145,13 @@ struct NodeKernels {
   // never crosses memory (CudaExecutor::sums_experts).
   std::shared_ptr<NodeKernels> expert_sum;
   NodeId expert_product = 0;
+  // The same sum where the product's activations are the gated product of ScaledMatmul
+  // `experts_gate_up` (an MoE's gate/up experts): one kernel for the gate/up products, their
+  // gated product and this sum, for one token (gen::experts_in_one_body; `normed` where the
+  // gate/up reads a norm it may fold). The executor launches it in place of the gate/up experts'
+  // GEMV and this sum on a decode step (CudaExecutor::experts_in_one_sum).
+  std::shared_ptr<NodeKernels> experts_in_one;
+  NodeId experts_gate_up = 0;
   // A fused kernel (Fused, FusedSum, FusedMax) reading Softmax `softmax_node` (over the last
   // axis, f32): the same work reading the softmax's input (the logits) where it read the
   // softmax, each block first computing row 0's max and sum, and block 0 storing row 0's

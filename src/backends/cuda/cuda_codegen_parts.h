@@ -179,6 +179,27 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
                                            const std::function<std::string(const std::string&, const std::string&)>& store,
                                            const ExpertSumVariant& v);
 Expr expert_sum_threads(const Expr& rows, const Expr& n, const ExpertSumVariant& v);  // its launch's threads
+// An MoE decode's experts in one kernel (cuda_experts_in_one_codegen.cpp), for one token's row:
+// the chosen experts' gate/up products (ScaledMatmul: A f32 [E, m, k] shared by the experts, the
+// gate/up weight bf16 [E, k, 2h] with unit stride along k, its scale [E, m, k] constant along k,
+// and with `norm` A is the norm's input, normed as the normed GEMVs do), their gated product
+// (`gated_value(gate, up, out, indent)` declares float `out`) into a scratch (lm_out1, [chosen,
+// h] f32), a grid barrier (counters at lm_out2, two zeroed uint32 values it leaves as it found
+// them but for a generation count), then the sum over the chosen experts of their down products
+// (bf16 [E, h, n] with the weight's rows adjacent, scale [E, m, h]) times their scale, each
+// output stored by `store(at, value)`. A block per multiprocessor, all resident at once (the
+// barrier needs them: kExpertsInOneSharedBytes of shared memory a block keeps others off the
+// SM); each block's output columns' rows of the first chosen experts' down weights are copied
+// into shared memory by the tensor memory accelerator while the gate/up products stream (sm_90).
+// It releases its dependents after the barrier, not at its start (KernelWriter::finish's
+// `release_at_start`). Operands after the node's inputs: lm_ga, lm_gb, lm_gs, lm_db, lm_ds.
+struct ExpertsInOne {
+  const ViewLayer *a = nullptr, *gate_up = nullptr, *gate_up_scale = nullptr, *down = nullptr, *down_scale = nullptr;
+  const NormPrologue* norm = nullptr;
+  std::function<std::string(const std::string& gate, const std::string& up, const std::string& out, const std::string& indent)> gated_value;
+  std::function<std::string(const std::string& at, const std::string& value)> store;
+};
+std::optional<std::string> experts_in_one_body(const ExpertsInOne& x);
 // ScaledMatmul with bf16 weights on the tensor cores (cuda_scaled_mma_codegen.cpp), for many rows
 // a batch (an MoE prefill, where each expert's rows are the few tokens that chose it): a block per
 // (batch, tile of `cols` output columns, i.e. weight rows), grid-stride, lists the batch's rows

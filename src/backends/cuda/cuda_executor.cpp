@@ -109,7 +109,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   // A linear layer's or group's other forms (normed, gated) and an expert sum's schedules keep
   // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
-    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get()})
+    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
@@ -207,6 +207,11 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
     if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
+    if (const auto& one = kernels_.per_node[id]->experts_in_one) {
+      experts_in_one_forms_[static_cast<NodeId>(id)] = load_form(one.get(), by_name);
+      if (one->normed) experts_in_one_normed_forms_[static_cast<NodeId>(id)] = load_form(one->normed.get(), by_name);
+      experts_sum_of_gate_up_[kernels_.per_node[id]->experts_gate_up] = static_cast<NodeId>(id);
+    }
     if (const auto& fold = kernels_.per_node[id]->softmax_fold) softmax_fold_functions_[id] = by_name.at(fold->launches[0].function);
     if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul") {
       gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
@@ -264,6 +269,7 @@ void CudaExecutor::read_env_options() {
   if (pairs && std::string(pairs) == "0") options_.pair_launches = false;
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
+  if (const char* one = std::getenv("LUMINAL_CUDA_EXPERTS_IN_ONE")) options_.experts_in_one = std::string(one) != "0";
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
@@ -870,6 +876,8 @@ void CudaExecutor::run(bool wait) {
   capturing_ = capture;
   end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
+  experts_outputs_.clear();
+  experts_fused_products_.clear();
   std::vector<int> uses = readers_;
   std::vector<std::optional<DeviceBuffer>> live(graph_.size());
   std::map<NodeId, NodeId> in_place;  // a Scatter whose result is this input's buffer
@@ -880,6 +888,11 @@ void CudaExecutor::run(bool wait) {
     if (graph_.node(src).op == OpKind::Input) return inputs_.at(src).ptr;
     LM_ASSERT(live[src].has_value(), "node " + std::to_string(src) + " read before it ran or after it was freed");
     return live[src]->ptr;
+  };
+  // Whether `src`'s value is there now (a deferred norm's: its input's).
+  auto ready_now = [&](NodeId src) {
+    if (deferred_norms_.count(src)) src = graph_.node(src).inputs[0].src;
+    return graph_.node(src).op == OpKind::Input || in_place.count(src) > 0 || live[src].has_value();
   };
   std::function<void(const Node&, size_t)> release_inputs = [&](const Node& n, size_t from) {
     for (size_t k = from; k < n.inputs.size(); ++k) {
@@ -912,6 +925,16 @@ void CudaExecutor::run(bool wait) {
     if (folded_scatters_.erase(id)) {  // the kernel computing its update stored it (scatter_store_of)
       wrote_in_place(id, n);
       ++scatters_folded_;
+      continue;
+    }
+    if (experts_fused_products_.count(id)) {  // a gated product the experts' one kernel kept to itself
+      deferred_products_.insert(id);
+      continue;
+    }
+    if (auto o = experts_outputs_.find(id); o != experts_outputs_.end()) {  // the experts' one kernel stored it
+      live[id] = o->second;
+      experts_outputs_.erase(o);
+      release_inputs(n, 0);
       continue;
     }
     if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
@@ -1010,18 +1033,39 @@ void CudaExecutor::run(bool wait) {
     if (!invariant && gates_experts(id)) {  // the gated product over the chosen experts, in one GEMV
       flush_pending();
       const NodeId p = k.gated_node;
-      const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
       // Reading a deferred norm: in[0] is its input (ptr_of), its gain goes alongside.
       const bool normed_in = deferred_norms_.count(n.inputs[0].src) > 0;
       if (normed_in) {
         const Node& norm = graph_.node(n.inputs[0].src);
         gemv_gain_ = norm.inputs.size() > 1 ? ptr_of(norm.inputs[1].src) : 0;
       }
-      run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+      if (const std::optional<NodeId> sum = experts_in_one_sum(id, normed_in, ready_now)) {
+        // The down experts' sum too: its output now, its other inputs after the product's three.
+        const Node& sn = graph_.node(*sum);
+        const Node& dn = graph_.node(kernels_.per_node[*sum]->expert_product);
+        DeviceBuffer out = take(sn.dtype, concrete(sn.shape));
+        std::vector<DevicePtr> args = {0};  // the sum's input 0, the down product, is never read
+        for (size_t i = 1; i < sn.inputs.size(); ++i) args.push_back(ptr_of(sn.inputs[i].src));
+        for (const DevicePtr q : in) args.push_back(q);  // lm_ga, lm_gb, lm_gs
+        args.push_back(ptr_of(dn.inputs[1].src));
+        args.push_back(ptr_of(dn.inputs[2].src));
+        args.push_back(zeroed_counters(p, eval(n.shape[0]) * eval(n.shape[2])));  // lm_out1: the gated products
+        args.push_back(zeroed_counters(*sum, 2));                                // lm_out2: the barrier
+        const GemvForm& f = (normed_in ? experts_in_one_normed_forms_ : experts_in_one_forms_).at(*sum);
+        Launch l = f.kernels->launches[0];
+        l.work = Expr(ctx_.info().multiprocessors);
+        launch(l, *f.kernels, f.function, out.ptr, args);
+        experts_outputs_[*sum] = out;
+        experts_fused_products_.insert(p);
+        ++experts_in_one_run_;
+      } else {
+        const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
+        run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+        ++products_folded_;
+      }
       gemv_gain_ = 0;
-      ++products_folded_;
       release_inputs(n, 0);
-      continue;  // its one reader, the product, takes gated_outputs_[p]
+      continue;  // its one reader, the product, takes gated_outputs_[p] (or is the one kernel's)
     }
     if (k.softmax_fold && folded_softmaxes_.count(k.softmax_node) && reader_lists_[k.softmax_node][0] == id) {
       // The softmax's first reader: it reads the softmax's input, and its block 0 stores the value.
@@ -1355,6 +1399,30 @@ bool CudaExecutor::sums_experts(NodeId id) {
   // A decode's few rows: each unit's team streams every chosen expert's rows for them, where a
   // prefill's many rows choose most experts and take the products' own schedules.
   return eval(n.shape[1]) <= kExpertSumMaxRows;
+}
+
+std::optional<NodeId> CudaExecutor::experts_in_one_sum(NodeId id, bool normed, const std::function<bool(NodeId)>& ready) {
+  if (!options_.experts_in_one) return std::nullopt;
+  const auto it = experts_sum_of_gate_up_.find(id);
+  if (it == experts_sum_of_gate_up_.end()) return std::nullopt;
+  const NodeId sum = it->second;
+  const DeviceInfo& info = ctx_.info();
+  if (info.cc_major < 9 || info.max_shared_per_block < kExpertsInOneSharedBytes || info.multiprocessors < 1) return std::nullopt;
+  if (!(normed ? experts_in_one_normed_forms_ : experts_in_one_forms_).count(sum)) return std::nullopt;
+  const NodeId down = kernels_.per_node[sum]->expert_product;
+  const Node& dn = graph_.node(down);
+  const NodeId product = dn.inputs[0].src;
+  if (keeps(sum) || keeps(down) || keeps(product) || !sums_experts(down)) return std::nullopt;
+  if (reader_lists_[product].size() != 1 || reader_lists_[product][0] != down) return std::nullopt;
+  // One token's row at every dim value this run's plan stands for (a recorded graph replays for its bucket).
+  const Expr& rows = graph_.node(id).shape[1];
+  if (eval(rows) != 1 || eval_true(rows) != 1) return std::nullopt;
+  const Node& sn = graph_.node(sum);
+  for (size_t i = 1; i < sn.inputs.size(); ++i)
+    if (!ready(sn.inputs[i].src)) return std::nullopt;
+  for (size_t i = 1; i < dn.inputs.size(); ++i)
+    if (!ready(dn.inputs[i].src)) return std::nullopt;
+  return sum;
 }
 
 bool CudaExecutor::gates_experts(NodeId id) {

@@ -134,6 +134,14 @@ struct CudaOptions {
   // the products launch nothing and their mostly-zero [E, m, n] value is never written. Also
   // LUMINAL_CUDA_EXPERT_SUM=0.
   bool expert_sum_in_gemv = true;
+  // Such a sum whose products read the gated product of gate/up experts (an MoE's experts)
+  // runs, for one token (a decode step), in one kernel with the gate/up experts' GEMV and their
+  // gated product (NodeKernels::experts_in_one, sm_90 and enough shared memory): one block a
+  // multiprocessor meeting at a grid barrier, the down rows copied into shared memory while the
+  // gate/up rows stream. Off by default: on the H200 the 8-layer Qwen3-30B-A3B shape decoded at
+  // 0.643 ms a token with it against 0.619-0.623 without (docs/cuda_backend.md, session 38).
+  // Also LUMINAL_CUDA_EXPERTS_IN_ONE=1.
+  bool experts_in_one = false;
   // A softmax with one row (a decode's MoE routing) whose first reader is a fused kernel with a
   // NodeKernels::softmax_fold launches nothing: that reader computes it from its input and
   // stores it for the others. Also LUMINAL_CUDA_SOFTMAX_FOLD=0.
@@ -244,6 +252,9 @@ class CudaExecutor {
   // Expert products (ScaledMatmul), since construction, that launched nothing: their sum over
   // the experts computed them (expert_sum_in_gemv).
   int64_t experts_summed() const { return experts_summed_; }
+  // MoE experts (gate/up, gated product and the sum of the down products), since construction,
+  // that ran as one kernel (experts_in_one).
+  int64_t experts_in_one_run() const { return experts_in_one_run_; }
   // Softmaxes, since construction, that launched nothing: their first reader computed them
   // (softmax_in_readers).
   int64_t softmaxes_folded() const { return softmaxes_folded_; }
@@ -428,6 +439,16 @@ class CudaExecutor {
   bool sums_experts(NodeId id);
   std::set<NodeId> deferred_products_;
   std::map<NodeId, GemvForm> expert_sum_forms_;  // a sum's NodeKernels::expert_sum
+  // The sum that gate/up experts `id` and its down experts compute in one kernel this run
+  // (experts_in_one): one token's row, sm_90, the sum's and the down product's other inputs
+  // `ready` now. It then stores the sum (experts_outputs_), and the gated product and the down
+  // product are never made (experts_fused_products_: gated products whose inputs are gone).
+  std::optional<NodeId> experts_in_one_sum(NodeId id, bool normed, const std::function<bool(NodeId)>& ready);
+  std::map<NodeId, GemvForm> experts_in_one_forms_, experts_in_one_normed_forms_;  // by the sum
+  std::map<NodeId, NodeId> experts_sum_of_gate_up_;
+  std::map<NodeId, DeviceBuffer> experts_outputs_;
+  std::set<NodeId> experts_fused_products_;
+  int64_t experts_in_one_run_ = 0;
   // Whether group g's GEMV stores its gated product this run (gated_in_gemv; its GEMV form has one).
   bool gated_run(const LinearGroup& g, bool normed);
   std::map<NodeId, DeviceBuffer> gated_outputs_;  // a gated product's value, stored by its group's GEMV
