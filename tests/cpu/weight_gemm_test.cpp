@@ -47,12 +47,13 @@ TEST(WeightGemm, OddShapesBothDtypesWithAndWithoutThreads) {
 }
 
 // Decode's GEMV of bf16 weights: rows in whole 32-bit words (even strides) or not, k short of,
-// at and past the 16-value steps and odd, groups of four rows and fewer.
+// at and past the 16-value steps and odd, groups of four rows and fewer; rows shorter than a
+// page (one row at a time, with AVX-512) and longer (four at a time).
 TEST(WeightGemm, GemvOfBf16WeightsWithEvenAndOddRowStrides) {
   ThreadPool pool(3);
   for (int64_t pad : {0, 2, 5})
     for (int64_t n : {1, 3, 4, 5, 17, 64})
-      for (int64_t k : {2, 3, 30, 31, 32, 33, 64, 100, 520, 1031}) {
+      for (int64_t k : {2, 3, 30, 31, 32, 33, 64, 100, 520, 1031, 2047, 2048, 2100}) {
         check(1, n, k, DType::BF16, nullptr, pad);
         check(1, n, k, DType::BF16, &pool, pad);
       }
