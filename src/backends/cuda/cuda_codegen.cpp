@@ -404,18 +404,22 @@ std::optional<NodeId> scatter_of_update(const Graph& g, NodeId id) {
 
 // The store of a gated product (an f32 Fused node of two inputs, input `up_input` the up half)
 // at a GEMV's store: the node's program of each (gate, up) pair, written as the node writes it.
+// A gated product's program (act(gate) * up) on `gate` and `up`, x0 and x1 as `up_input` says,
+// at `indent`: its value in v<last>, of the program's last dtype.
+std::string gated_program(const FusedProgram& prog, int up_input, const std::string& gate, const std::string& up, const std::string& indent) {
+  std::ostringstream s;
+  for (int i = 0; i < 2; ++i) s << indent << "const float x" << i << " = " << (i == up_input ? up : gate) << ";\n";
+  if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", indent))
+    throw Error("CUDA backend: cannot generate a gated product's program");
+  return s.str();
+}
+
 GatedEpilogue gated_epilogue(const Graph& g, NodeId product, const Expr& half, int up_input, const std::vector<std::string>& graph_dims) {
   const FusedProgram prog = FusedProgram::decode(g.node(product).code);
   auto writer = std::make_shared<KernelWriter>(g, product, graph_dims);
   return GatedEpilogue{half, [prog, writer, up_input](const std::string& at, const std::string& gate, const std::string& up) {
-                         std::ostringstream s;
-                         s << "{\n";
-                         for (int i = 0; i < 2; ++i) s << "          const float x" << i << " = " << (i == up_input ? up : gate) << ";\n";
-                         if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", "          "))
-                           throw Error("CUDA backend: cannot generate a gated product's program");
-                         s << "          " << writer->out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype)
-                           << "        }\n";
-                         return s.str();
+                         return "{\n" + gated_program(prog, up_input, gate, up, "          ") + "          " +
+                                writer->out_store(at, "v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype) + "        }\n";
                        }};
 }
 
@@ -478,6 +482,21 @@ std::optional<NodeId> expert_product_of(const Graph& g, NodeId f_id) {
   return s;
 }
 
+// An expert sum's store of `value` at `at`, through the sum's epilogue where it has one (its
+// other inputs by their loaders, after the prologue's `prologue_inputs`), the block at `indent`.
+std::string expert_sum_store(const KernelWriter& w, const std::optional<FusedProgram>& epi, int prologue_inputs, const std::string& at,
+                             const std::string& value, const std::string& indent) {
+  if (!epi) return w.out_store(at, value, DType::F32);
+  std::ostringstream s;
+  std::vector<DType> dt{DType::F32};
+  for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(prologue_inputs + i - 1)));
+  auto input = [&](int k) { return k == 0 ? value : "lm_ld" + std::to_string(prologue_inputs + k - 1) + "(" + at + ")"; };
+  s << "{\n";
+  if (!emit_program(s, *epi, input, dt, "e", indent + "  ")) throw Error("CUDA backend: cannot generate the epilogue of an expert sum");
+  s << indent << "  " << w.out_store(at, "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype) << indent << "}\n";
+  return s.str();
+}
+
 // The experts in one kernel (NodeKernels::experts_in_one) for sum `id` over ScaledMatmul
 // `product` (the down experts): where the product's activations are, in order, the whole gated
 // product of gate/up experts that nothing else reads, and both weights are bf16.
@@ -501,14 +520,8 @@ void experts_in_one_kernels(const Graph& g, NodeId id, NodeId product, const std
   const FusedProgram prog = FusedProgram::decode(pn.code);
   const int up_input = ge->up_input;
   auto gated_value = [prog, up_input](const std::string& gate, const std::string& up, const std::string& out, const std::string& in) {
-    std::ostringstream s;
-    s << in << "float " << out << ";\n" << in << "{\n";
-    for (int i = 0; i < 2; ++i) s << in << "  const float x" << i << " = " << (i == up_input ? up : gate) << ";\n";
-    if (!emit_program(s, prog, [](int k) { return "x" + std::to_string(k); }, {DType::F32, DType::F32}, "v", in + "  "))
-      throw Error("CUDA backend: cannot generate a gated product's program");
-    s << in << "  " << out << " = " << convert("v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype, DType::F32) << ";\n"
-      << in << "}\n";
-    return s.str();
+    return in + "float " + out + ";\n" + in + "{\n" + gated_program(prog, up_input, gate, up, in + "  ") + in + "  " + out + " = " +
+           convert("v" + std::to_string(prog.instrs.size() - 1), prog.instrs.back().dtype, DType::F32) + ";\n" + in + "}\n";
   };
   // One launch, with or without the norm fold; the executor sets its blocks (one a multiprocessor).
   auto one = [&](const ViewLayer* a, const std::optional<FoldedNorm>& fold) -> std::optional<Launch> {
@@ -522,17 +535,7 @@ void experts_in_one_kernels(const Graph& g, NodeId id, NodeId product, const std
       w.set_gain_param(fold->prologue.gain);
     }
     w.set_extra_dims(dims);
-    auto store = [&](const std::string& at, const std::string& value) {
-      if (!epi) return w.out_store(at, value, DType::F32);
-      std::ostringstream s;
-      std::vector<DType> dt{DType::F32};
-      for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(prologue_inputs + i - 1)));
-      auto input = [&](int k) { return k == 0 ? value : "lm_ld" + std::to_string(prologue_inputs + k - 1) + "(" + at + ")"; };
-      s << "{\n";
-      if (!emit_program(s, *epi, input, dt, "e", "        ")) throw Error("CUDA backend: cannot generate the epilogue of an expert sum");
-      s << "        " << w.out_store(at, "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype) << "      }\n";
-      return s.str();
-    };
+    auto store = [&](const std::string& at, const std::string& value) { return expert_sum_store(w, epi, prologue_inputs, at, value, "      "); };
     ExpertsInOne x{a, gb, gs, db, ds, fold ? &fold->prologue : nullptr, gated_value, store};
     const std::optional<std::string> body = experts_in_one_body(x);
     if (!body) return std::nullopt;
@@ -564,17 +567,7 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   KernelWriter w(g, id, graph_dims);
   w.set_named_params({"lm_xa", "lm_xb", "lm_xs"});
   w.set_extra_dims(node_dims(sn));
-  auto store = [&](const std::string& at, const std::string& value) {
-    if (!epi) return w.out_store(at, value, DType::F32);
-    std::ostringstream s;
-    std::vector<DType> dt{DType::F32};
-    for (int i = 1; i < epi->n_inputs; ++i) dt.push_back(w.in_dtype(static_cast<size_t>(prologue_inputs + i - 1)));
-    auto input = [&](int k) { return k == 0 ? value : "lm_ld" + std::to_string(prologue_inputs + k - 1) + "(" + at + ")"; };
-    s << "{\n";
-    if (!emit_program(s, *epi, input, dt, "e", "            ")) throw Error("CUDA backend: cannot generate the epilogue of an expert sum");
-    s << "            " << w.out_store(at, "e" + std::to_string(epi->instrs.size() - 1), epi->instrs.back().dtype) << "          }\n";
-    return s.str();
-  };
+  auto store = [&](const std::string& at, const std::string& value) { return expert_sum_store(w, epi, prologue_inputs, at, value, "          "); };
   NodeKernels k;
   for (const ExpertSumVariant& v : kExpertSumVariants) {
     auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v);
