@@ -17,18 +17,7 @@
 #include <vector>
 
 #include "cuda_check.h"
-
-__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
-  acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
-  acc = __fmaf_rn(a.y, __uint_as_float(w.x & 0xffff0000u), acc);
-  acc = __fmaf_rn(a.z, __uint_as_float(w.y << 16), acc);
-  acc = __fmaf_rn(a.w, __uint_as_float(w.y & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.x, __uint_as_float(w.z << 16), acc);
-  acc = __fmaf_rn(b.y, __uint_as_float(w.z & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
-  acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
-  return acc;
-}
+#include "study_parts.h"
 
 template <bool Stream>
 __device__ __forceinline__ uint4 load_w(const uint4* p) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "study_parts.h"
 
 constexpr int kH = 2048, kE = 128, kTop = 8, kI = 768, kA = 4096;
 constexpr int kDownRows = 16;  // output rows of the down product a fused block takes, at most
@@ -40,21 +41,6 @@ __device__ __forceinline__ void stamp(bool on, int slot) {
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
   if (slot == 9) atomicMax(g_trace + 9, t);
   else if (blockIdx.x == 0) g_trace[slot] = t;
-}
-
-__device__ __forceinline__ void grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
-  acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
-  acc = __fmaf_rn(a.y, __uint_as_float(w.x & 0xffff0000u), acc);
-  acc = __fmaf_rn(a.z, __uint_as_float(w.y << 16), acc);
-  acc = __fmaf_rn(a.w, __uint_as_float(w.y & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.x, __uint_as_float(w.z << 16), acc);
-  acc = __fmaf_rn(b.y, __uint_as_float(w.z & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
-  acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
-  return acc;
 }
 
 // A streaming 16-byte load the compiler keeps in program order (volatile), so that a loop's
@@ -308,18 +294,12 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
   }
   __syncthreads();
   stamp(on, 10);
-  const unsigned bar = (unsigned)__cvta_generic_to_shared(&s_bar);
   if (threadIdx.x == 0) {
     const unsigned bytes = (unsigned)rows * kI * 2;
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * kTop) : "memory");
+    bulk_expect(&s_bar, bytes * kTop);
     stamp(on, 11);
     for (int s = 0; s < kTop; ++s)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                       (unsigned)__cvta_generic_to_shared(s_down + s * kDownRows * (kI / 8))),
-                   "l"(Wd + ((long long)s_e[s] * kH + r0) * (kI / 8)), "r"(bytes), "r"(bar)
-                   : "memory");
+      bulk_copy(s_down + s * kDownRows * (kI / 8), Wd + ((long long)s_e[s] * kH + r0) * (kI / 8), bytes, &s_bar);
   }
   stamp(on, 4);
   const int warps = gridDim.x * 8;
@@ -340,9 +320,7 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
     hv[8 * i] = a.x, hv[8 * i + 1] = a.y, hv[8 * i + 2] = a.z, hv[8 * i + 3] = a.w;
     hv[8 * i + 4] = b.x, hv[8 * i + 5] = b.y, hv[8 * i + 6] = b.z, hv[8 * i + 7] = b.w;
   }
-  unsigned done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar) : "memory");
+  bulk_wait(&s_bar);
   stamp(on, 7);
   float part[kDownRows];
 #pragma unroll
@@ -378,18 +356,9 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
 static bool g_pdl = true;  // the first launch after the graph's copy goes without the attribute
 template <typename F, typename... Args>
 static void launch(cudaStream_t st, F kernel, int grid, int threads, size_t smem, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = g_pdl ? 1 : 0;
+  const bool pdl = g_pdl;
   g_pdl = true;
-  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  launch_pdl(st, kernel, grid, threads, smem, pdl, args...);
 }
 
 __global__ void fill_bf16(uint16_t* p, long long count, unsigned seed, float scale) {
@@ -483,31 +452,9 @@ int main(int argc, char** argv) {
   std::vector<float> results[4];
   double per_layer[4];
   for (int way = 0; way < 4; ++way) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    record(way);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int i = 0; i < reps + 2; ++i) {
-      CK(cudaEventRecord(e0, st));
-      CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 2) t.push_back(ms * 1000.0f / layers);
-    }
-    std::sort(t.begin(), t.end());
-    per_layer[way] = t[t.size() / 2];
+    per_layer[way] = time_chain(st, [&] { record(way); }, reps) / layers;
     results[way].resize(kH);
     CK(cudaMemcpy(results[way].data(), x, kH * 4, cudaMemcpyDeviceToHost));
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
   }
   // The dense-only chain runs two dense GEMVs a layer; the MoE chains one and the MoE.
   const double dense = per_layer[0] / 2;

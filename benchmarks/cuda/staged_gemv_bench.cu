@@ -31,13 +31,11 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "study_parts.h"
 
 enum Mode { kPlain = 0, kL2 = 1, kSmem = 2, kHalf = 3, kTma = 4, kTmaX = 5 };
 static const char* kModeNames[] = {"plain", "l2", "smem", "half", "tma", "tma-x"};
 constexpr int kModes = 6;
-
-__device__ __forceinline__ void grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // Tracing (main's fourth argument 1): a traced launch's block 0 writes %globaltimer at its start,
 // after its wait into g_trace[launch * 8 + 0..1] (and for gemv_x, after its sums and after the
@@ -52,18 +50,6 @@ __device__ __forceinline__ void trace(int launch, int slot) {
   if (!g_trace || launch < 0 || threadIdx.x != 0) return;
   if (slot == 2 || slot == 3) atomicMax(g_trace + launch * 8 + slot, now_ns());  // the last block's
   else if (blockIdx.x == 0) g_trace[launch * 8 + slot] = now_ns();
-}
-
-__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
-  acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
-  acc = __fmaf_rn(a.y, __uint_as_float(w.x & 0xffff0000u), acc);
-  acc = __fmaf_rn(a.z, __uint_as_float(w.y << 16), acc);
-  acc = __fmaf_rn(a.w, __uint_as_float(w.y & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.x, __uint_as_float(w.z << 16), acc);
-  acc = __fmaf_rn(b.y, __uint_as_float(w.z & 0xffff0000u), acc);
-  acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
-  acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
-  return acc;
 }
 
 // The stand-in for attention: releases its dependents, waits for the kernel before, spins for
@@ -106,30 +92,17 @@ __global__ void __launch_bounds__(256) gemv(const uint4* __restrict__ W, const f
   // kTma: one bulk copy of the block's rows (contiguous in W) by the tensor memory accelerator,
   // its bytes counted by an mbarrier.
   __shared__ __align__(8) unsigned long long s_bar;
-  if (M == kTma) {
-    const unsigned bar = (unsigned)__cvta_generic_to_shared(&s_bar);
-    if (threadIdx.x == 0) {
-      const unsigned bytes = (unsigned)staged * kv * 16;
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-      for (unsigned off = 0; off < bytes; off += 65536) {
-        const unsigned len = bytes - off < 65536 ? bytes - off : 65536;
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         (unsigned)__cvta_generic_to_shared(s_w) + off),
-                     "l"((const char*)Wb + off), "r"(len), "r"(bar)
-                     : "memory");
-      }
-    }
+  if (M == kTma && threadIdx.x == 0) {
+    const unsigned bytes = (unsigned)staged * kv * 16;
+    bulk_expect(&s_bar, bytes);
+    for (unsigned off = 0; off < bytes; off += 65536)
+      bulk_copy((char*)s_w + off, (const char*)Wb + off, bytes - off < 65536 ? bytes - off : 65536, &s_bar);
   }
   grid_wait();
   trace(launch, 1);
   if (M == kTma) {
     __syncthreads();  // the barrier's init, before anyone waits on it
-    const unsigned bar = (unsigned)__cvta_generic_to_shared(&s_bar);
-    unsigned done = 0;
-    while (!done)
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar) : "memory");
+    bulk_wait(&s_bar);
   }
   if (M == kSmem || M == kHalf) {
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -178,19 +151,11 @@ __global__ void __launch_bounds__(256) gemv_x(const uint4* __restrict__ W, const
   const int r0 = (int)((long long)n * blockIdx.x / gridDim.x), r1 = (int)((long long)n * (blockIdx.x + 1) / gridDim.x);
   const int rows = r1 - r0;  // at most 16
   const uint4* Wb = W + (long long)r0 * kv;
-  const unsigned bar = (unsigned)__cvta_generic_to_shared(&s_bar);
   if (threadIdx.x == 0) {
     const unsigned bytes = (unsigned)rows * kv * 16;
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    for (unsigned off = 0; off < bytes; off += 65536) {
-      const unsigned len = bytes - off < 65536 ? bytes - off : 65536;
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                       (unsigned)__cvta_generic_to_shared(s_w) + off),
-                   "l"((const char*)Wb + off), "r"(len), "r"(bar)
-                   : "memory");
-    }
+    bulk_expect(&s_bar, bytes);
+    for (unsigned off = 0; off < bytes; off += 65536)
+      bulk_copy((char*)s_w + off, (const char*)Wb + off, bytes - off < 65536 ? bytes - off : 65536, &s_bar);
   }
   grid_wait();
   trace(launch, 1);
@@ -205,9 +170,7 @@ __global__ void __launch_bounds__(256) gemv_x(const uint4* __restrict__ W, const
     xr[8 * i + 4] = b.x, xr[8 * i + 5] = b.y, xr[8 * i + 6] = b.z, xr[8 * i + 7] = b.w;
   }
   __syncthreads();  // the barrier's init, before anyone waits on it
-  unsigned done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar) : "memory");
+  bulk_wait(&s_bar);
   trace(launch, 2);
   float acc[16];
 #pragma unroll
@@ -273,21 +236,6 @@ static void print_trace(const std::vector<const char*>& names) {
   }
 }
 
-template <typename F, typename... Args>
-static void launch_pdl(cudaStream_t st, F kernel, int grid, size_t smem, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 struct Gemv {
   int n, k, grid;
   std::vector<uint4*> w;  // one weight a layer
@@ -302,7 +250,7 @@ static size_t staged_bytes(const Gemv& g, int mode) {
 static int g_plain_grid = 0;
 static void launch_gemv(cudaStream_t st, const Gemv& g, int layer, int mode, const float* x, float* y, int launch = -1) {
   const bool stages = mode == kSmem || mode == kHalf || mode == kTma || mode == kTmaX;
-  launch_pdl(st, gemv_fn(mode, g.k), stages || g_plain_grid == 0 ? g.grid : g_plain_grid, staged_bytes(g, mode), (const uint4*)g.w[layer], x, y, g.n, g.k, launch);
+  launch_pdl(st, gemv_fn(mode, g.k), stages || g_plain_grid == 0 ? g.grid : g_plain_grid, 256, staged_bytes(g, mode), true, (const uint4*)g.w[layer], x, y, g.n, g.k, launch);
 }
 
 __global__ void fill_bf16(uint16_t* p, long long count, unsigned seed) {
@@ -330,41 +278,6 @@ static Gemv make_gemv(int n, int k, int grid, int layers, unsigned seed) {
 
 static void allow_smem(const Gemv& g) {
   for (int m = 0; m < kModes; ++m) CK(cudaFuncSetAttribute(gemv_fn(m, g.k), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)staged_bytes(g, kSmem) + 16));
-}
-
-// Replays `graph` `reps` times; the median of the replays, in microseconds.
-static double median_replay_us(cudaGraphExec_t exec, cudaStream_t st, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < reps + 2; ++i) {
-    CK(cudaEventRecord(a, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(b, st));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 2) t.push_back(ms * 1000.0f);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
-template <typename Body>
-static double time_chain(cudaStream_t st, Body body, int reps) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  body();
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  const double us = median_replay_us(exec, st, reps);
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  return us;
 }
 
 static float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -422,7 +335,7 @@ int main(int argc, char** argv) {
     const double before = time_chain(st, [&] {
       for (int l = 0; l < layers; ++l) {
         launch_gemv(st, qkv, l, kPlain, y, h);
-        launch_pdl(st, busy, 136, 0, (const float*)h, 5120, x, 4096, cycles, -1);
+        launch_pdl(st, busy, 136, 256, 0, true, (const float*)h, 5120, x, 4096, cycles, -1);
       }
     }, reps) / layers;
     std::printf("q/k/v -> busy %lld ns: %.2f us a layer\n", spin_ns, before);
@@ -434,7 +347,7 @@ int main(int argc, char** argv) {
           // Traced: one layer in the middle and the next one's q/k/v.
           const bool mid = tracing && l == layers / 2, next = tracing && l == layers / 2 + 1;
           launch_gemv(st, qkv, l, kPlain, y, h, mid ? 0 : next ? 3 : -1);
-          launch_pdl(st, busy, 136, 0, (const float*)h, 5120, x, 4096, cycles, mid ? 1 : -1);
+          launch_pdl(st, busy, 136, 256, 0, true, (const float*)h, 5120, x, 4096, cycles, mid ? 1 : -1);
           launch_gemv(st, o, l, cf.mode, x, y, mid ? 2 : -1);
         }
       }, reps) / layers;

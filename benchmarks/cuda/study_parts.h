@@ -1,0 +1,100 @@
+// Pieces the standalone GPU design studies share (gemv_bench.cu, staged_gemv_bench.cu,
+// moe_layer_bench.cu): the bf16 dot product, programmatic dependent launch, the tensor memory
+// accelerator's bulk copies, and timing a chain of launches as a CUDA graph.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda_check.h"
+
+// Eight bf16 weights (a 16-byte load) times eight f32 values, added to acc in order.
+__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
+  acc = __fmaf_rn(a.x, __uint_as_float(w.x << 16), acc);
+  acc = __fmaf_rn(a.y, __uint_as_float(w.x & 0xffff0000u), acc);
+  acc = __fmaf_rn(a.z, __uint_as_float(w.y << 16), acc);
+  acc = __fmaf_rn(a.w, __uint_as_float(w.y & 0xffff0000u), acc);
+  acc = __fmaf_rn(b.x, __uint_as_float(w.z << 16), acc);
+  acc = __fmaf_rn(b.y, __uint_as_float(w.z & 0xffff0000u), acc);
+  acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
+  acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
+  return acc;
+}
+
+__device__ __forceinline__ void grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Bulk copies global -> shared counted by the mbarrier at `bar` (sm_90): one thread expects the
+// bytes and issues the copies (16-byte multiples); every reader waits. One use a launch.
+__device__ __forceinline__ void bulk_expect(unsigned long long* bar, unsigned bytes) {
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(bar))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+}
+
+// A launch that may start before the kernel before it ends (`pdl`: the programmatic stream
+// serialization attribute; the kernels then order themselves with grid_release / grid_wait).
+template <typename F, typename... Args>
+void launch_pdl(cudaStream_t st, F kernel, int grid, int threads, size_t smem, bool pdl, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+// Replays `exec` `reps` times after two untimed replays; the median, in microseconds.
+inline double median_replay_us(cudaGraphExec_t exec, cudaStream_t st, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps + 2; ++i) {
+    CK(cudaEventRecord(a, st));
+    CK(cudaGraphLaunch(exec, st));
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) t.push_back(ms * 1000.0f);
+  }
+  std::sort(t.begin(), t.end());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+// The launches `body` makes on `st`, captured as one CUDA graph: the median replay, in microseconds.
+template <typename Body>
+double time_chain(cudaStream_t st, Body body, int reps) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  body();
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  const double us = median_replay_us(exec, st, reps);
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  return us;
+}
