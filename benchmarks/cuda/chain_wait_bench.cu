@@ -13,12 +13,18 @@
 //   sw-start  launch_dependents at the start, then the counter spin
 //   sw-after  the counter spin, then launch_dependents (at most one kernel waiting ahead)
 //   serial    no PDL: each launch starts after the one before has ended
+//   hw-end    griddepcontrol.wait at the start, launch_dependents after the block's stores
+//   hw-take   as hw, but the GEMVs' warps take rows from an atomic counter (no fixed ranges)
+// For one down GEMV mid-chain the program counts its blocks by the SM they ran on (%smid), to
+// see where a dependent's blocks land.
 // The chain is an MoE decode layer's shape (Qwen3-30B-A3B): q/k/v GEMV [5120 x 2048], a small
 // kernel standing in for attention, o [2048 x 4096], router [128 x 2048], a small kernel for
 // the routing, gate/up [12288 x 2048], down [2048 x 6144]; distinct weights each layer (5.5 GB
 // for 48), replayed as one CUDA graph. A second chain has the small kernels alone (the waits'
 // latency with no memory traffic). Every mode's last output is compared with hw's (a wait that
 // let a kernel read its input early would show there).
+// Session 39 on the H200: see docs/cuda_backend.md ("Launch waits, block placement and weights
+// ahead").
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -17,6 +17,8 @@
 // evict-last); o-last (the attention stand-in asks for o, evict-last); both-last; both-last-drop
 // (both, and the GEMVs that read the prefetched weights put them back to evict-normal after,
 // by applypriority, so evict-last lines do not pile up).
+// Session 39 on the H200: see docs/cuda_backend.md ("Launch waits, block placement and weights
+// ahead").
 #include <cuda_runtime.h>
 
 #include <algorithm>
