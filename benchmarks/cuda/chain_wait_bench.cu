@@ -87,8 +87,8 @@ __device__ __forceinline__ void leave(const Link& l) {
   }
 }
 
-// y[i] = W[i, :] . x: x copied into shared memory through L2 (another kernel wrote it), then
-// warps over rows, lanes over k in 16-byte loads, 8 in flight.
+// y[i] = W[i, :] . x: x copied into shared memory through L2 (another kernel wrote it), then a
+// warp a row (warp_row_dot).
 template <int M>
 __global__ void __launch_bounds__(256) gemv(const uint4* __restrict__ W, const float* x, float* y, int n, int k, Link l, bool watched) {
   extern __shared__ float4 s_x[];
@@ -104,19 +104,7 @@ __global__ void __launch_bounds__(256) gemv(const uint4* __restrict__ W, const f
   if (M == kHwTake) r = (lane == 0 ? (int)atomicAdd(l.mine, 1u) : 0), r = __shfl_sync(0xffffffffu, r, 0);
   while (r < n) {
     const uint4* w = W + (long long)r * kv;
-    float acc = 0.0f;
-    for (int p = lane; p < kv; p += 32 * 8) {
-      uint4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = p + 32 * u < kv ? __ldcs(w + p + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int q = p + 32 * u;
-        if (q < kv) acc = dot8(v[u], s_x[2 * q], s_x[2 * q + 1], acc);
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    const float acc = warp_row_dot(w, s_x, kv, lane);
     if (lane == 0) y[r] = acc;
     if (M == kHwTake) r = (lane == 0 ? (int)atomicAdd(l.mine, 1u) : 0), r = __shfl_sync(0xffffffffu, r, 0);
     else r += warps;
@@ -131,16 +119,6 @@ __global__ void small(const float* y, int n_prev, float* x, int n_x, Link l) {
   enter<M>(l);
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n_x; j += gridDim.x * blockDim.x) x[j] = 1.0f + 1e-3f * __ldcg(y + j % n_prev);
   leave<M>(l);
-}
-
-__global__ void fill_bf16(uint16_t* p, long long count, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    p[i] = (uint16_t)(__float_as_uint(((h & 0xffff) / 65536.0f - 0.5f) * 0.05f) >> 16);
-  }
 }
 
 struct Step {
@@ -174,13 +152,7 @@ struct Chain {
 
 static Step make_gemv(int n, int k, int grid, int layers, unsigned seed) {
   Step s{true, n, k, grid, {}};
-  for (int l = 0; l < layers; ++l) {
-    uint4* p;
-    CK(cudaMalloc(&p, (size_t)n * k * 2));
-    fill_bf16<<<1024, 256>>>((uint16_t*)p, (long long)n * k, seed + l);
-    s.w.push_back(p);
-  }
-  CK(cudaDeviceSynchronize());
+  for (int l = 0; l < layers; ++l) s.w.push_back(random_bf16((long long)n * k, seed + l));
   return s;
 }
 

@@ -52,7 +52,7 @@ __device__ __forceinline__ void prefetch_share(const Ahead& a) {
   }
 }
 
-// y = W x (x into shared memory first; warps over rows, 8 16-byte loads in flight, __ldcs).
+// y = W x (x into shared memory first, then a warp a row: warp_row_dot).
 // `normal`: after the rows, each block puts its rows' lines back to evict-normal.
 __global__ void __launch_bounds__(256) gemv(const uint4* __restrict__ W, const float* x, float* y, int n, int k, bool normal) {
   extern __shared__ float4 s_x[];
@@ -64,19 +64,7 @@ __global__ void __launch_bounds__(256) gemv(const uint4* __restrict__ W, const f
   const int warps = gridDim.x * (blockDim.x / 32), gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
   for (int r = gw; r < n; r += warps) {
     const uint4* w = W + (long long)r * kv;
-    float acc = 0.0f;
-    for (int p = lane; p < kv; p += 32 * 8) {
-      uint4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = p + 32 * u < kv ? __ldcs(w + p + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int q = p + 32 * u;
-        if (q < kv) acc = dot8(v[u], s_x[2 * q], s_x[2 * q + 1], acc);
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    const float acc = warp_row_dot(w, s_x, kv, lane);
     if (lane == 0) y[r] = acc;
     if (normal)
       for (int q = lane * 8; q < kv; q += 32 * 8) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(w + q) : "memory");
@@ -95,16 +83,6 @@ __global__ void busy(const float* y, int n_prev, float* x, int n_x, long long cy
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n_x; j += gridDim.x * blockDim.x) x[j] = 1.0f + 1e-3f * __ldcg(y + j % n_prev);
 }
 
-__global__ void fill_bf16(uint16_t* p, long long count, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    p[i] = (uint16_t)(__float_as_uint(((h & 0xffff) / 65536.0f - 0.5f) * 0.05f) >> 16);
-  }
-}
-
 struct Gemv {
   int n, k, grid;
   std::vector<uint4*> w;
@@ -113,13 +91,7 @@ struct Gemv {
 
 static Gemv make_gemv(int n, int k, int grid, int layers, unsigned seed) {
   Gemv g{n, k, grid, {}};
-  for (int l = 0; l < layers; ++l) {
-    uint4* p;
-    CK(cudaMalloc(&p, (size_t)n * k * 2));
-    fill_bf16<<<1024, 256>>>((uint16_t*)p, (long long)n * k, seed + l);
-    g.w.push_back(p);
-  }
-  CK(cudaDeviceSynchronize());
+  for (int l = 0; l < layers; ++l) g.w.push_back(random_bf16((long long)n * k, seed + l));
   return g;
 }
 

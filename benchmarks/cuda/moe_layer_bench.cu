@@ -361,23 +361,6 @@ static void launch(cudaStream_t st, F kernel, int grid, int threads, size_t smem
   launch_pdl(st, kernel, grid, threads, smem, pdl, args...);
 }
 
-__global__ void fill_bf16(uint16_t* p, long long count, unsigned seed, float scale) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x) {
-    unsigned v = (unsigned)i * 2654435761u ^ seed;
-    v ^= v >> 13;
-    v *= 0x5bd1e995u;
-    v ^= v >> 15;
-    p[i] = (uint16_t)(__float_as_uint(((v & 0xffff) / 65536.0f - 0.5f) * scale) >> 16);
-  }
-}
-
-static uint4* random_bf16(long long count, unsigned seed, float scale) {
-  uint4* p;
-  CK(cudaMalloc(&p, count * 2));
-  fill_bf16<<<2048, 256>>>((uint16_t*)p, count, seed, scale);
-  return p;
-}
-
 int main(int argc, char** argv) {
   const int layers = argc > 1 ? std::atoi(argv[1]) : 16, reps = argc > 2 ? std::atoi(argv[2]) : 21;
   cudaDeviceProp prop;

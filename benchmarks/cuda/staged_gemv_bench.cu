@@ -253,26 +253,9 @@ static void launch_gemv(cudaStream_t st, const Gemv& g, int layer, int mode, con
   launch_pdl(st, gemv_fn(mode, g.k), stages || g_plain_grid == 0 ? g.grid : g_plain_grid, 256, staged_bytes(g, mode), true, (const uint4*)g.w[layer], x, y, g.n, g.k, launch);
 }
 
-__global__ void fill_bf16(uint16_t* p, long long count, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    const float v = ((h & 0xffff) / 65536.0f - 0.5f) * 0.05f;
-    p[i] = (uint16_t)(__float_as_uint(v) >> 16);
-  }
-}
-
 static Gemv make_gemv(int n, int k, int grid, int layers, unsigned seed) {
   Gemv g{n, k, grid, {}};
-  for (int l = 0; l < layers; ++l) {
-    uint4* p;
-    CK(cudaMalloc(&p, (size_t)n * k * 2));
-    fill_bf16<<<1024, 256>>>((uint16_t*)p, (long long)n * k, seed + l);
-    g.w.push_back(p);
-  }
-  CK(cudaDeviceSynchronize());
+  for (int l = 0; l < layers; ++l) g.w.push_back(random_bf16((long long)n * k, seed + l));
   return g;
 }
 

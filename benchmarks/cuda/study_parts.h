@@ -1,10 +1,12 @@
 // Pieces the standalone GPU design studies share (gemv_bench.cu, staged_gemv_bench.cu,
-// moe_layer_bench.cu): the bf16 dot product, programmatic dependent launch, the tensor memory
-// accelerator's bulk copies, and timing a chain of launches as a CUDA graph.
+// moe_layer_bench.cu, chain_wait_bench.cu, l2_ahead_bench.cu): the bf16 dot product, a warp's
+// GEMV row, random bf16 weights, programmatic dependent launch, the tensor memory accelerator's
+// bulk copies, and timing a chain of launches as a CUDA graph.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "cuda_check.h"
@@ -20,6 +22,45 @@ __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
   acc = __fmaf_rn(b.z, __uint_as_float(w.w << 16), acc);
   acc = __fmaf_rn(b.w, __uint_as_float(w.w & 0xffff0000u), acc);
   return acc;
+}
+
+// One W row (kv 16-byte words of bf16) times x in shared memory, summed over the warp: lanes
+// over the row, eight loads in flight, weights read once (__ldcs). Every lane gets the sum.
+__device__ __forceinline__ float warp_row_dot(const uint4* __restrict__ w, const float4* s_x, int kv, int lane) {
+  float acc = 0.0f;
+  for (int p = lane; p < kv; p += 32 * 8) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = p + 32 * u < kv ? __ldcs(w + p + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int q = p + 32 * u;
+      if (q < kv) acc = dot8(v[u], s_x[2 * q], s_x[2 * q + 1], acc);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  return acc;
+}
+
+// bf16 values in [-scale / 2, scale / 2) from a hash of the index and `seed`.
+__global__ void fill_bf16(uint16_t* p, long long count, unsigned seed, float scale = 0.05f) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    p[i] = (uint16_t)(__float_as_uint(((h & 0xffff) / 65536.0f - 0.5f) * scale) >> 16);
+  }
+}
+
+// `count` such values in new device memory.
+inline uint4* random_bf16(long long count, unsigned seed, float scale = 0.05f) {
+  uint4* p;
+  CK(cudaMalloc(&p, count * 2));
+  fill_bf16<<<2048, 256>>>((uint16_t*)p, count, seed, scale);
+  CK(cudaDeviceSynchronize());
+  return p;
 }
 
 __device__ __forceinline__ void grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
