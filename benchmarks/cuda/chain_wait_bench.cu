@@ -138,13 +138,15 @@ struct Chain {
   void run(const Step& s, int layer, const float* in, float* out) {
     Link l{launch == 0 ? nullptr : counters + launch - 1, (unsigned)prev_grid, counters + launch};
     const bool pdl = mode != kSerial;
-    if (s.is_gemv) {
-      auto f = mode == kHw ? gemv<kHw> : mode == kSwStart ? gemv<kSwStart> : mode == kSwAfter ? gemv<kSwAfter> : mode == kHwEnd ? gemv<kHwEnd> : mode == kHwTake ? gemv<kHwTake> : gemv<kSerial>;
-      launch_pdl(st, f, s.grid, 256, (size_t)s.k * 4, pdl, (const uint4*)s.w[layer], in, out, s.n, s.k, l, watch == launch);
-    } else {
-      auto f = mode == kHw ? small<kHw> : mode == kSwStart ? small<kSwStart> : mode == kSwAfter ? small<kSwAfter> : mode == kHwEnd ? small<kHwEnd> : mode == kHwTake ? small<kHwTake> : small<kSerial>;
-      launch_pdl(st, f, s.grid, 256, 0, pdl, in, s.k, out, s.n, l);
-    }
+    // Each mode's instance, indexed by Mode.
+    using GemvFn = void (*)(const uint4*, const float*, float*, int, int, Link, bool);
+    using SmallFn = void (*)(const float*, int, float*, int, Link);
+    static const GemvFn kGemv[kModes] = {gemv<0>, gemv<1>, gemv<2>, gemv<3>, gemv<4>, gemv<5>};
+    static const SmallFn kSmall[kModes] = {small<0>, small<1>, small<2>, small<3>, small<4>, small<5>};
+    if (s.is_gemv)
+      launch_pdl(st, kGemv[mode], s.grid, 256, (size_t)s.k * 4, pdl, (const uint4*)s.w[layer], in, out, s.n, s.k, l, watch == launch);
+    else
+      launch_pdl(st, kSmall[mode], s.grid, 256, 0, pdl, in, s.k, out, s.n, l);
     prev_grid = s.grid;
     ++launch;
   }
@@ -182,7 +184,6 @@ int main(int argc, char** argv) {
   for (int chain = 0; chain < 2; ++chain) {
     std::vector<float> ref;
     for (int mode = 0; mode < kModes; ++mode) {
-      CK(cudaMemset(buf[0], 0, 16384 * 4));
       std::vector<unsigned> zero(1024, 0u);
       CK(cudaMemcpyToSymbol(g_sm_blocks, zero.data(), 4096));
       CK(cudaMemset(buf[0], 0, 16384 * 4));
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
       float d = 0.0f;
       for (size_t i = 0; i < out.size(); ++i) d = std::max(d, std::fabs(out[i] - ref[i]));
       if (chain == 0) {
-        // The watched down GEMV's blocks an SM over all replays, as min and max of (count / replays).
+        // The watched down GEMV's blocks counted by SM over all replays: the fewest and the most.
         std::vector<unsigned> per_sm(1024);
         CK(cudaMemcpyFromSymbol(per_sm.data(), g_sm_blocks, 4096));
         unsigned lo = ~0u, hi = 0;

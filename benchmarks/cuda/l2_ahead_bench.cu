@@ -117,22 +117,27 @@ int main(int argc, char** argv) {
   const Gemv qkv = make_gemv(5120, 2048, 396, layers, 1), o = make_gemv(2048, 4096, 256, layers, 2), router = make_gemv(128, 2048, 64, layers, 3),
              gate_up = make_gemv(12288, 2048, 528, layers, 4), down = make_gemv(2048, 6144, 512, layers, 5);
   const long long attention_cycles = 6000LL * khz / 1000000LL, routing_cycles = 3000LL * khz / 1000000LL;
-  const char* names[] = {"none", "qkv", "qkv-last", "o-last", "both-last", "both-last-drop"};
+  struct Mode {
+    const char* name;
+    bool ask_qkv, ask_o, last, drop;  // what the stand-ins ask for, evict-last, back to normal after
+  };
+  const Mode modes[] = {{"none", false, false, false, false},   {"qkv", true, false, false, false},
+                        {"qkv-last", true, false, true, false}, {"o-last", false, true, true, false},
+                        {"both-last", true, true, true, false}, {"both-last-drop", true, true, true, true}};
   std::vector<float> ref;
   for (int turn = 0; turn < 12; ++turn) {
-    const int mode = turn % 6;
-    const bool ask_qkv = mode == 1 || mode == 2 || mode >= 4, ask_o = mode >= 3, last = mode >= 2, drop = mode == 5;
+    const Mode& m = modes[turn % 6];
     CK(cudaMemset(buf[0], 0, 16384 * 4));
     CK(cudaMemset(buf[1], 0, 16384 * 4));
     const double us = time_chain(st, [&] {
       for (int l = 0; l < layers; ++l) {
         const int next = (l + 1) % layers;
-        run_gemv(st, qkv, l, buf[0], buf[1], drop);
-        const Ahead a_o{ask_o ? (const char*)o.w[l] : nullptr, o.bytes(), last};
+        run_gemv(st, qkv, l, buf[0], buf[1], m.drop);
+        const Ahead a_o{m.ask_o ? (const char*)o.w[l] : nullptr, o.bytes(), m.last};
         launch_pdl(st, busy, 200, 256, 0, true, (const float*)buf[1], 5120, buf[0], 4096, attention_cycles, a_o);
-        run_gemv(st, o, l, buf[0], buf[1], drop && ask_o);
+        run_gemv(st, o, l, buf[0], buf[1], m.drop && m.ask_o);
         run_gemv(st, router, l, buf[1], buf[0], false);
-        const Ahead a_qkv{ask_qkv ? (const char*)qkv.w[next] : nullptr, qkv.bytes(), last};
+        const Ahead a_qkv{m.ask_qkv ? (const char*)qkv.w[next] : nullptr, qkv.bytes(), m.last};
         launch_pdl(st, busy, 16, 256, 0, true, (const float*)buf[0], 128, buf[1], 2048, routing_cycles, a_qkv);
         run_gemv(st, gate_up, l, buf[1], buf[0], false);
         run_gemv(st, down, l, buf[0], buf[1], false);
@@ -141,10 +146,10 @@ int main(int argc, char** argv) {
     }, reps) / layers;
     std::vector<float> out(2048);
     CK(cudaMemcpy(out.data(), buf[0], out.size() * 4, cudaMemcpyDeviceToHost));
-    if (mode == 0) ref = out;
+    if (&m == modes) ref = out;
     float d = 0.0f;
     for (size_t i = 0; i < out.size(); ++i) d = std::max(d, std::fabs(out[i] - ref[i]));
-    std::printf("%-15s %7.2f us a layer; max diff to none %.1e\n", names[mode], us, d);
+    std::printf("%-15s %7.2f us a layer; max diff to none %.1e\n", m.name, us, d);
   }
   return 0;
 }
