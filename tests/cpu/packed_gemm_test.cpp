@@ -1,5 +1,5 @@
 // The packed (cache-blocked) GEMM against a double-precision product, on shapes that cross
-// every block boundary: k past KC (256 for AVX2, 192 for AVX-512), m past the 6- and 12-row
+// every block boundary: k past KC (1024 values for the f32 tiles, 2048 for bf16 pairs), m past the 6- and 12-row
 // tiles and MC = 144, n past the 16- and 32-column tiles and NC; each micro-kernel the CPU has. Also through weight_gemm / gemm_nn, which dispatch to it for larger m.
 #include "backends/cpu/packed_gemm.h"
 
@@ -81,12 +81,18 @@ TEST(PackedGemm, OddShapesCrossingEveryBlock) {
     check(Entry::Packed, 300, 40, 70, DType::BF16, nullptr, kern);
     check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3, kern);
     check(Entry::Packed, 13, 2100, 300, DType::F32, &pool3, kern);
+    // k past one and two blocks of 1024 (split into equal blocks: 1025 -> 513 + 512).
+    for (DType t : {DType::BF16, DType::F32})
+      for (int64_t k : {1025, 2049}) {
+        check(Entry::Packed, 13, 33, k, t, &pool, kern);
+        check(Entry::Packed, 130, 40, k, t, &pool3, kern);
+      }
   }
 }
 
 // bf16 activations on bf16 weights, on a CPU with AVX-512 BF16: the products of A rounded to bf16
 // (pairs of k in one word; odd k leaves a last half pair, odd row strides a W that is not in
-// whole words), summed in f32. Rows, columns and k cross every tile and block (KC = 384 values).
+// whole words), summed in f32. Rows, columns and k cross every tile and block (KC = 2048 values).
 TEST(PackedGemm, Bf16ActivationsMultiplyBf16Pairs) {
   if (!packed_gemm_can_pair_bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   ThreadPool pool(2), pool3(3);
@@ -97,6 +103,10 @@ TEST(PackedGemm, Bf16ActivationsMultiplyBf16Pairs) {
         check(Entry::Packed, m, n, k, DType::BF16, &pool, GemmKernel::Bf16Pairs, true);
       }
   check(Entry::Packed, 300, 40, 70, DType::BF16, &pool3, GemmKernel::Bf16Pairs, true);
+  for (int64_t k : {2049, 4099}) {  // past one and two blocks
+    check(Entry::Packed, 13, 33, k, DType::BF16, &pool, GemmKernel::Bf16Pairs, true);
+    check(Entry::Packed, 130, 40, k, DType::BF16, &pool3, GemmKernel::Bf16Pairs, true);
+  }
   // f32 weights keep f32 activations: the plain product.
   check(Entry::Packed, 13, 33, 70, DType::F32, &pool, GemmKernel::Bf16Pairs, true);
 }
@@ -112,6 +122,7 @@ TEST(PackedGemm, RowMajorB) {
           check(Entry::PackedNN, m, n, k, DType::F32, &pool, kern);
         }
     check(Entry::PackedNN, 300, 64, 300, DType::F32, &pool, kern);  // attention's probabilities × values
+    check(Entry::PackedNN, 20, 64, 1100, DType::F32, &pool, kern);  // k past a block
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,9 @@ namespace luminal::cpu {
 namespace {
 
 // The micro-kernel's C tile is mr × nr, held in registers: AVX2 6 × 16 (12 ymm accumulators
-// of 16), AVX-512 12 × 32 (24 zmm of 32). KC: a [KC × nr] B panel stays in L1 while A panels
-// stream past it. MC (a multiple of both mr): the packed [MC × KC] A block stays in L2. NC: the
-// packed [KC × NC] B block lives in L2/L3.
+// of 16), AVX-512 12 × 32 (24 zmm of 32). KC: a [KC × nr] B panel stays in L2 (see the tiles)
+// while A panels stream past it. MC (a multiple of both mr): the packed [MC × KC] A block stays
+// in L2. NC: the packed [KC × NC] B block lives in L2/L3.
 constexpr int kMaxMR = 12;
 constexpr int64_t MC = 144, NC = 512;
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr, int nr);
@@ -363,11 +364,29 @@ void kernel_pairs_12x32(int64_t kc, const float* a, const float* b, float* c, in
   kernel_pairs_x32<12>(kc, a, b, c, ldc, accumulate, mr, nr);
 }
 
-constexpr Tile kAvx2Tile{6, 16, 256, kernel_6x16};
-// A [KC × 32] B panel is 32 KiB at KC = 256: with the A panel that fills a 48 KiB L1, so KC is 192.
-constexpr Tile kAvx512Tile{12, 32, 192, kernel_12x32};
-// The same bytes a panel as the f32 tile's: 192 words of pairs, 384 values of k.
-constexpr Tile kBf16PairsTile{12, 32, 384, kernel_pairs_12x32, true};
+// KC: B panels of 64-128 KiB, read from L2 by the micro-kernels, not panels that fit L1 beside
+// the A panel (KC 256 / 192 / 384 until session 40). On a Zen 4 VM (32 KiB L1, 1 MiB L2) the
+// 128-token prefills took 9-17% less time so (docs/cpu_backend.md, "Session 40"): a W row is
+// packed in runs of 2-4 KiB, not 384-768 bytes, which DRAM and the prefetchers serve better, and
+// C is summed into fewer times. The A block (MC × KC) stays within L2 at these sizes.
+constexpr Tile kAvx2Tile{6, 16, 1024, kernel_6x16};
+constexpr Tile kAvx512Tile{12, 32, 1024, kernel_12x32};
+// The f32 tile's panel bytes: 1024 words of pairs, 2048 values of k.
+constexpr Tile kBf16PairsTile{12, 32, 2048, kernel_pairs_12x32, true};
+
+// LUMINAL_CPU_KC: values of k a block, for every tile (for measuring other sizes on a machine).
+std::optional<int64_t> kc_override() {
+  static const std::optional<int64_t> kc = []() -> std::optional<int64_t> {
+    const char* env = std::getenv("LUMINAL_CPU_KC");
+    if (!env || !*env) return std::nullopt;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end != '\0' || v < 2 || v > (1 << 20))
+      throw Error(std::string("LUMINAL_CPU_KC must be a whole number of k values from 2 to 1048576, got '") + env + "'");
+    return v;
+  }();
+  return kc;
+}
 
 // ---- blocked loops ----
 
@@ -453,7 +472,8 @@ void run(const WeightGemm& g, bool b_row_major, ThreadPool* pool, GemmKernel ker
                      (kernel == GemmKernel::Bf16Pairs || (kernel != GemmKernel::Avx2 && packed_gemm_pairs_bf16()));
   if (kernel == GemmKernel::Auto || kernel == GemmKernel::Bf16Pairs) kernel = avx512_by_default() ? GemmKernel::Avx512 : GemmKernel::Avx2;
   if (kernel == GemmKernel::Avx512 && !__builtin_cpu_supports("avx512f")) throw Error("packed GEMM: this CPU has no AVX-512");
-  const Tile& tile = pairs ? kBf16PairsTile : kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
+  Tile tile = pairs ? kBf16PairsTile : kernel == GemmKernel::Avx512 ? kAvx512Tile : kAvx2Tile;
+  tile.kc = kc_override().value_or(tile.kc);
   const int64_t MR = tile.mr, NR = tile.nr;
   Job job{g, b_row_major, tile};
   // Waking a thread costs microseconds: give each at least ~0.25 MFLOP.
