@@ -17,9 +17,10 @@ struct CliRun {
   std::string out;
 };
 
-// Runs the CLI with stderr folded into the output when `with_stderr`.
-CliRun luminal(const std::string& args, bool with_stderr = false) {
-  std::string cmd = std::string(LUMINAL_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs the CLI with stderr folded into the output when `with_stderr`, and `env` (NAME=value ...)
+// in its environment.
+CliRun luminal(const std::string& args, bool with_stderr = false, const std::string& env = "") {
+  std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(LUMINAL_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 65536> buf;
@@ -101,6 +102,28 @@ TEST(Cli, BadInputGivesAClearErrorAndStatus1) {
   CliRun bad_option = luminal("logits --frobnicate", true);
   EXPECT_EQ(bad_option.status, 1);
   EXPECT_NE(bad_option.out.find("unknown option '--frobnicate'"), std::string::npos) << bad_option.out;
+}
+
+// LUMINAL_CPU_KC (the packed GEMM's k block, for measuring): a bad value is an error naming it;
+// a small one splits every prefill GEMM of 20 tokens into many k blocks and gives the default's
+// logits (the packed path runs from 16 rows).
+TEST(Cli, GemmBlockOverrideIsCheckedAndKeepsTheLogits) {
+  std::string ids;
+  for (int i = 1; i <= 20; ++i) ids += (ids.empty() ? "" : " ") + std::to_string(i * 7);
+  const std::string args = "logits --no-cache --model " + model("llama-tiny") + " --ids \"" + ids + "\"";
+  CliRun bad = luminal(args, true, "LUMINAL_CPU_KC=12x");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("LUMINAL_CPU_KC must be a whole number"), std::string::npos) << bad.out;
+  CliRun base = luminal(args), small = luminal(args, false, "LUMINAL_CPU_KC=6");
+  ASSERT_EQ(base.status, 0) << base.out;
+  ASSERT_EQ(small.status, 0) << small.out;
+  const nlohmann::json a = nlohmann::json::parse(base.out)["logits"], b = nlohmann::json::parse(small.out)["logits"];
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), a.size());
+  double worst = 0;
+  for (size_t p = 0; p < a.size(); ++p)
+    for (size_t v = 0; v < a[p].size(); ++v) worst = std::max(worst, std::abs(a[p][v].get<double>() - b[p][v].get<double>()));
+  EXPECT_LE(worst, 1e-4);
 }
 
 // --backend cuda: on a GPU machine it generates the fixture's greedy tokens; anywhere else it
