@@ -42,6 +42,16 @@ std::string ids_arg(const nlohmann::json& ids) {
   return "\"" + s + "\"";
 }
 
+// The largest |a - b| over two logits arrays ([positions][vocabulary]), whose shapes must match.
+void max_logit_difference(const nlohmann::json& a, const nlohmann::json& b, double* worst) {
+  *worst = 0;
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t p = 0; p < a.size(); ++p) {
+    ASSERT_EQ(a[p].size(), b[p].size()) << "position " << p;
+    for (size_t v = 0; v < a[p].size(); ++v) *worst = std::max(*worst, std::abs(a[p][v].get<double>() - b[p][v].get<double>()));
+  }
+}
+
 class CliFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CliFixture, LogitsCommandMatchesTransformers) {
@@ -49,13 +59,8 @@ TEST_P(CliFixture, LogitsCommandMatchesTransformers) {
   CliRun r = luminal("logits --no-cache --model " + model(GetParam()) + " --ids " + ids_arg(ref["input_ids"]));
   ASSERT_EQ(r.status, 0) << r.out;
   nlohmann::json got = nlohmann::json::parse(r.out);
-  ASSERT_EQ(got["logits"].size(), ref["logits"].size());
   double worst = 0;
-  for (size_t p = 0; p < ref["logits"].size(); ++p) {
-    ASSERT_EQ(got["logits"][p].size(), ref["logits"][p].size());
-    for (size_t v = 0; v < ref["logits"][p].size(); ++v)
-      worst = std::max(worst, std::abs(got["logits"][p][v].get<double>() - ref["logits"][p][v].get<double>()));
-  }
+  ASSERT_NO_FATAL_FAILURE(max_logit_difference(got["logits"], ref["logits"], &worst));
   EXPECT_LE(worst, 1e-3);
 }
 
@@ -119,10 +124,8 @@ TEST(Cli, GemmBlockOverrideIsCheckedAndKeepsTheLogits) {
   ASSERT_EQ(small.status, 0) << small.out;
   const nlohmann::json a = nlohmann::json::parse(base.out)["logits"], b = nlohmann::json::parse(small.out)["logits"];
   ASSERT_EQ(a.size(), 20u);
-  ASSERT_EQ(b.size(), a.size());
   double worst = 0;
-  for (size_t p = 0; p < a.size(); ++p)
-    for (size_t v = 0; v < a[p].size(); ++v) worst = std::max(worst, std::abs(a[p][v].get<double>() - b[p][v].get<double>()));
+  ASSERT_NO_FATAL_FAILURE(max_logit_difference(a, b, &worst));
   EXPECT_LE(worst, 1e-4);
 }
 
