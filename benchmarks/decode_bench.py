@@ -244,7 +244,8 @@ def main():
     ap.add_argument("--engines", default="luminal,pytorch,llama.cpp",
                     help="comma list to run (default luminal,pytorch,llama.cpp); luminal-bf16 adds luminal with "
                          "--activations bf16 (prefill's products on bf16 activations, where the CPU has AMX or, on AMD, AVX-512 BF16), "
-                         "luminal-hugepages luminal with --huge-pages (weights copied into 2 MB pages at load)")
+                         "luminal-hugepages luminal with --huge-pages (weights copied into 2 MB pages at load), luminal-rows luminal "
+                         "with --no-packed-weights (bf16 weights read in place from the mapped file, not packed at load)")
     ap.add_argument("--torch-dtypes", default="bf16,fp32", help="PyTorch dtypes to try; the fastest is reported")
     ap.add_argument("--luminal-args", default="", help="extra arguments for `luminal bench` (e.g. --no-cache)")
     ap.add_argument("--torch-python", help="Python with torch + transformers")
@@ -274,9 +275,9 @@ def main():
         return emit({"numpy_sum_gbs": measure_bandwidth_numpy()})
 
     engines = [e.strip() for e in a.engines.split(",") if e.strip()]
-    unknown = [e for e in engines if e not in ("luminal", "luminal-bf16", "luminal-hugepages", "pytorch", "llama.cpp")]
+    unknown = [e for e in engines if e not in ("luminal", "luminal-bf16", "luminal-hugepages", "luminal-rows", "pytorch", "llama.cpp")]
     if unknown:
-        ap.error(f"--engines: unknown {', '.join(unknown)} (known: luminal, luminal-bf16, luminal-hugepages, pytorch, llama.cpp)")
+        ap.error(f"--engines: unknown {', '.join(unknown)} (known: luminal, luminal-bf16, luminal-hugepages, luminal-rows, pytorch, llama.cpp)")
     bad_dtypes = [d for d in a.torch_dtypes.split(",") if d.strip() not in ("bf16", "fp32")]
     if bad_dtypes:
         ap.error(f"--torch-dtypes: unknown {', '.join(bad_dtypes)} (known: bf16, fp32)")
@@ -357,6 +358,8 @@ def main():
             run_engine("luminal-bf16", luminal_cmd + ["--activations", "bf16"])
         if "luminal-hugepages" in engines:  # the same, its weights read from 2 MB pages (a slower load)
             run_engine("luminal-hugepages", luminal_cmd + ["--huge-pages"])
+        if "luminal-rows" in engines:  # weights read in place from the mapped file, not packed at load
+            run_engine("luminal-rows", luminal_cmd + ["--no-packed-weights"])
 
         if "pytorch" in engines:
             py = find_python(a.torch_python, ["torch", "transformers"])

@@ -121,6 +121,7 @@ int run_bench(int argc, char** argv) {
   j["tpot_ms_each"] = tpot;
   j["tokens_per_s"] = median(tpot) > 0 ? 1000.0 / median(tpot) : 0;
   j["weight_bytes"] = m.weight_bytes();
+  j["packed_weights"] = m.packed_weights();
   j["kv_cache_bytes"] = m.cache_bytes();
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["kernels"] = m.jit_status();

@@ -31,7 +31,11 @@ void add_model_options(Args& a) {
       .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)")
       .flag("--huge-pages", "cpu backend: copy the weights into transparent huge pages at load (also LUMINAL_HUGEPAGES=1): "
                             "decode a few percent faster, load seconds slower")
-      .flag("--no-huge-pages", "cpu backend: read weights in place from the mapped file (the default; also LUMINAL_HUGEPAGES=0)");
+      .flag("--no-huge-pages", "cpu backend: read weights in place from the mapped file (the default; also LUMINAL_HUGEPAGES=0)")
+      .flag("--packed-weights", "cpu backend: pack bf16 linear-layer weights at load into the GEMM's panels, in place of the mapped file's "
+                                "pages (the default where the CPU has AVX-512 and no AMX; also LUMINAL_CPU_PACKED_WEIGHTS=1)")
+      .flag("--no-packed-weights", "cpu backend: read bf16 weights' rows in place from the mapped file (faster load, slower prefill and "
+                                   "decode; also LUMINAL_CPU_PACKED_WEIGHTS=0)");
 }
 
 ModelOptions model_options(const Args& a, bool all_logits) {
@@ -44,6 +48,7 @@ ModelOptions model_options(const Args& a, bool all_logits) {
   o.search = static_cast<int>(a.integer("--search"));
   o.jit = !a.has("--no-jit");
   o.huge_pages = a.has("--huge-pages") && !a.has("--no-huge-pages");
+  o.packed_weights = !a.has("--no-packed-weights");
   o.bf16_activations = ModelOptions::bf16_activations_named(a.str("--activations"));
   if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
   if (isatty(2)) {

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_plan_timer.h"
 #include "backends/cpu/fused_jit.h"
 #include "core/cache_paths.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/weight_panels.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/cuda_plan_timer.h"
 #include "core/error.h"
@@ -19,6 +21,7 @@
 #include "models/model_files.h"
 #include "models/weight_store.h"
 #include "runtime/huge_page_arena.h"
+#include "runtime/mapped_pages.h"
 
 namespace luminal {
 
@@ -34,6 +37,25 @@ bool huge_pages_wanted(bool option) {
 // Inputs that hold the checkpoint's tensors (not the KV cache, rope tables or tokens).
 bool is_weight(const std::string& name) {
   return name != "tokens" && name.rfind("cache.", 0) != 0 && name.rfind("rope.", 0) != 0;
+}
+
+// LUMINAL_CPU_PACKED_WEIGHTS=1 or 0 overrides the option; either way only where it pays.
+bool packed_weights_wanted(bool option) {
+  const char* v = std::getenv("LUMINAL_CPU_PACKED_WEIGHTS");
+  if (v && *v && std::string(v) != "0" && std::string(v) != "1")
+    throw Error(std::string("LUMINAL_CPU_PACKED_WEIGHTS must be 0 or 1, got '") + v + "'");
+  const bool on = v && *v ? std::string(v) == "1" : option;
+  return on && cpu::packed_weights_supported();
+}
+
+// The weights that only linear layers read, as a Matmul's W (input 1): those can be replaced by
+// their panels. Not an embedding a Gather reads, nor a tied one both read.
+std::vector<bool> read_only_by_matmuls(const Graph& plan) {
+  std::vector<bool> ok(plan.size(), true);
+  for (const Node& n : plan.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!(n.op == OpKind::Kernel && n.kernel == "Matmul" && i == 1)) ok[n.inputs[i].src] = false;
+  return ok;
 }
 
 // LUMINAL_JIT=0 turns kernel generation off (to compare, or where compiling is unwanted).
@@ -109,8 +131,11 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       m.jit_ = std::make_unique<cpu::FusedJit>();
       m.jit_->prepare(m.runtime_->graph(), kernel_dir);
     }
-    m.runtime_->set_kernel_hook(cpu::cpu_kernels(*m.pool_, m.jit_.get(), {.bf16_activations = opts.bf16_activations}));
+    if (packed_weights_wanted(opts.packed_weights)) m.packed_ = std::make_unique<cpu::PackedWeights>();
+    m.runtime_->set_kernel_hook(
+        cpu::cpu_kernels(*m.pool_, m.jit_.get(), {.bf16_activations = opts.bf16_activations, .packed_weights = m.packed_.get()}));
   }
+  const std::vector<bool> packable = m.packed_ ? read_only_by_matmuls(m.compiled_.plan) : std::vector<bool>();
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
   // On the CPU backend weights may be copied into huge pages (see runtime/huge_page_arena.h).
   std::shared_ptr<HugePageArena> arena;
@@ -118,7 +143,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     size_t bytes = 0;
     for (NodeId id : inputs) {
       const Node& n = m.compiled_.plan.node(id);
-      if (!is_weight(n.name)) continue;
+      if (!is_weight(n.name) || (m.packed_ && packable[id] && n.dtype == DType::BF16)) continue;
       size_t count = dtype_size(n.dtype);
       for (const Expr& e : n.shape) count *= e.is_const() ? static_cast<size_t>(e.value()) : 0;
       bytes += count + 64;
@@ -146,6 +171,17 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       Buffer w = files.weights->load(n.name, shape);
       if (w.dtype() != n.dtype) w = w.cast(n.dtype);
       m.weight_bytes_ += w.nbytes();
+      if (m.packed_ && packable[id] && w.dtype() == DType::BF16 && shape.size() == 2 && w.borrowed()) {
+        // The panels replace the mapped file's pages; the buffer stays the input (the panels'
+        // key), its bytes read back from the file only if something else ever reads them.
+        const uint8_t* bytes = std::as_const(w).bytes();
+        cpu::WeightPanels panels =
+            cpu::WeightPanels::pack(reinterpret_cast<const uint16_t*>(bytes), shape[0], shape[1], shape[1], m.pool_.get(), arena != nullptr);
+        drop_mapped_pages(bytes, w.nbytes());
+        m.packed_->add(bytes, std::move(panels));
+        m.set_input(n.name, std::move(w));
+        continue;
+      }
       m.set_input(n.name, arena ? arena->adopt(w) : std::move(w));
     }
   }
@@ -153,6 +189,8 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
   m.load_ms_ = ms_since(t0) - m.compile_ms_;
   return m;
 }
+
+size_t LanguageModel::packed_weights() const { return packed_ ? packed_->count() : 0; }
 
 std::string LanguageModel::jit_status() const {
   if (cuda_) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "runtime/mapped_pages.h"
 
 namespace luminal {
 
@@ -54,14 +55,12 @@ Buffer HugePageArena::adopt(const Buffer& b) {
   // In chunks, dropping a memory-mapped source's pages behind each one: the copy replaces
   // them, and peak RSS never holds a whole tensor (an embedding can be a quarter of a model)
   // twice.
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), chunk = size_t(32) << 20;
+  const size_t chunk = size_t(32) << 20;
   const uint8_t* src = b.bytes();
   for (size_t done = 0; done < n; done += chunk) {
     const size_t len = std::min(chunk, n - done);
     std::memcpy(base_ + at + done, src + done, len);
-    if (!b.borrowed()) continue;
-    uintptr_t lo = round_up(reinterpret_cast<uintptr_t>(src + done), page), hi = reinterpret_cast<uintptr_t>(src + done + len) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    if (b.borrowed()) drop_mapped_pages(src + done, len);
   }
   used_ = at + n;
   return Buffer::borrow(b.dtype(), b.shape(), base_ + at, shared_from_this());

@@ -129,6 +129,48 @@ TEST(Cli, GemmBlockOverrideIsCheckedAndKeepsTheLogits) {
   EXPECT_LE(worst, 1e-4);
 }
 
+// Whether this CPU packs weights at load (backends/cpu/weight_panels.h: AVX-512 and no AMX).
+bool cpu_packs_weights() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(info, line))
+    if (line.rfind("flags", 0) == 0) return line.find(" avx512f") != std::string::npos && line.find(" amx_tile") == std::string::npos;
+  return false;
+}
+
+// Weights packed at load (--packed-weights) against W's rows (--no-packed-weights): the same
+// logits for a 20-token prompt (prefill's GEMM tiles over the panels, the untied head too) and
+// the fixture's greedy tokens (decode's panel GEMV); bench counts the packed weights; a bad
+// LUMINAL_CPU_PACKED_WEIGHTS is an error naming it.
+TEST(Cli, PackedWeightsKeepTheLogitsAndTokens) {
+  std::string ids;
+  for (int i = 1; i <= 20; ++i) ids += (ids.empty() ? "" : " ") + std::to_string(i * 7);
+  const std::string args = "logits --no-cache --model " + model("llama-tiny") + " --ids \"" + ids + "\"";
+  CliRun rows = luminal(args + " --no-packed-weights"), packed = luminal(args + " --packed-weights");
+  ASSERT_EQ(rows.status, 0) << rows.out;
+  ASSERT_EQ(packed.status, 0) << packed.out;
+  double worst = 0;
+  ASSERT_NO_FATAL_FAILURE(max_logit_difference(nlohmann::json::parse(rows.out)["logits"], nlohmann::json::parse(packed.out)["logits"], &worst));
+  EXPECT_LE(worst, 1e-4);
+
+  nlohmann::json ref = reference("llama-tiny");
+  CliRun gen = luminal("generate --no-cache --json --ignore-eos --packed-weights --model " + model("llama-tiny") + " --ids " +
+                       ids_arg(ref["input_ids"]) + " --max-new-tokens " + std::to_string(ref["greedy_new_tokens"].size()));
+  ASSERT_EQ(gen.status, 0) << gen.out;
+  EXPECT_EQ(nlohmann::json::parse(gen.out)["new_token_ids"], ref["greedy_new_tokens"]);
+
+  // llama-tiny: 2 layers of 7 linear weights and an untied head; its embedding is gathered.
+  const std::string bench = "bench --no-cache --model " + model("llama-tiny") + " --prompt-tokens 4 --new-tokens 2 --iters 1";
+  CliRun on = luminal(bench + " --packed-weights"), off = luminal(bench, false, "LUMINAL_CPU_PACKED_WEIGHTS=0");
+  ASSERT_EQ(on.status, 0) << on.out;
+  ASSERT_EQ(off.status, 0) << off.out;
+  EXPECT_EQ(nlohmann::json::parse(on.out)["packed_weights"], cpu_packs_weights() ? 15 : 0);
+  EXPECT_EQ(nlohmann::json::parse(off.out)["packed_weights"], 0);
+  CliRun bad = luminal(bench, true, "LUMINAL_CPU_PACKED_WEIGHTS=yes");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("LUMINAL_CPU_PACKED_WEIGHTS must be 0 or 1, got 'yes'"), std::string::npos) << bad.out;
+}
+
 // --backend cuda: on a GPU machine it generates the fixture's greedy tokens; anywhere else it
 // fails at once with what is missing, never a crash.
 TEST(Cli, CudaBackendRunsOrSaysWhyNot) {

@@ -12,6 +12,7 @@
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/weight_gemm.h"
+#include "backends/cpu/weight_panels.h"
 #include "runtime/strided_operand.h"
 
 namespace luminal::cpu {
@@ -23,7 +24,8 @@ namespace {
 // row i of A · Wᵀ; a batch whose scales are all zero is zero without reading its W (an MoE
 // expert no token chose), and only the rows with a nonzero scale are multiplied.
 bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out,
-            const Reader* scale = nullptr, bool bf16_activations = false) {
+            const Reader* scale, const CpuKernelOptions& options) {
+  const bool bf16_activations = options.bf16_activations;
   const Reader &ra = in[0], &rb = in[1];
   if (out.dtype() != DType::F32 || ra.dtype() != DType::F32) return false;
   const std::vector<int64_t>& as = shapes[0];
@@ -63,6 +65,9 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
   int64_t batch = static_cast<int64_t>(out.numel()) / std::max<int64_t>(1, m * nn);
   size_t es = wt == DType::BF16 ? 2 : 4;
   float* C = reinterpret_cast<float*>(out.bytes());
+  // A weight packed at load, read whole (its rows contiguous, from its first element): its panels.
+  const WeightPanels* panels = options.packed_weights && transposed && wt == DType::BF16 ? options.packed_weights->find(bdata) : nullptr;
+  if (panels && (panels->n() != nn || panels->k() != k || bstrides[r - 1] != k)) panels = nullptr;
   auto one = [&](int64_t bi, ThreadPool* p) {
     std::vector<float> row_scale;
     if (scale) {
@@ -95,6 +100,7 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
       return;
     }
     WeightGemm g{A + base_a, sa.strides[r - 2], w, ldw, wt, C + bi * m * nn, nn, m, nn, k, bf16_activations};
+    if (panels && base_b == 0) g.panels = panels->words();
     if (transposed) weight_gemm(g, p);
     else gemm_nn(g, p);
     for (int64_t i = 0; i < static_cast<int64_t>(row_scale.size()); ++i)
@@ -116,11 +122,11 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
 
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKernelOptions options) {
   const bool bf16 = options.bf16_activations;
-  return [&pool, jit, bf16](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
+  return [&pool, jit, options, bf16](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
     if (n.op == OpKind::Gather) return gather(in, out);
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
-    if (n.kernel == "Matmul") return matmul(pool, in, shapes, out, nullptr, bf16);
-    if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2], bf16);
+    if (n.kernel == "Matmul") return matmul(pool, in, shapes, out, nullptr, options);
+    if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2], options);
     if (n.kernel == "Fused") return (jit && jit->run(n, in, shapes, out, pool)) || fused_elementwise(n, in, shapes, out, pool);
     if (n.kernel == "RMSNorm") return rms_norm(n, in, shapes, out, pool);
     if (n.kernel == "RMSNormMul") return rms_norm_mul(n, in, shapes, out, pool);

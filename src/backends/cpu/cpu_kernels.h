@@ -9,6 +9,7 @@ namespace luminal::cpu {
 
 class ThreadPool;
 class FusedJit;
+class PackedWeights;
 
 // Today: Matmul whose B operand is a row-major [n, k] matrix read transposed (every linear layer
 // and the attention scores; f32 or bf16) or a row-major [k, n] f32 matrix (attention's values),
@@ -20,6 +21,9 @@ struct CpuKernelOptions {
   // model: half the products, activations rounded to 2^-8 of themselves. Off: hi + lo parts on
   // AMX, f32 elsewhere, f32-faithful. Also LUMINAL_CPU_BF16_ACTIVATIONS=1.
   bool bf16_activations = false;
+  // bf16 weights packed at load (weight_panels.h), found by their buffers' addresses: a Matmul
+  // reading one whole reads its panels. Not owned; must outlive the hook.
+  const PackedWeights* packed_weights = nullptr;
 };
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit = nullptr, CpuKernelOptions options = {});
 

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/weight_panels.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -178,13 +179,13 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) void pack_a_pairs(const 
   }
 }
 
-// Bᵀ = bf16 W rows [j, j + nr) × cols [p0, p0 + kc) as pairs: dst[q * tile_nr + c] = the word
-// (W[c, 2q], W[c, 2q + 1]), which is W's own 32-bit word where rows and p0 are even: those are
-// moved as they are by the f32 packing. Columns past nr and a last odd k's partner zero.
+}  // namespace
+
 void pack_b_pairs(const uint16_t* w, int64_t ldw, int nr, int64_t kc, uint32_t* dst, int tile_nr) {
   const int64_t kq = (kc + 1) / 2;
   int64_t q = 0;
-  if (ldw % 2 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0 && kc >= 2) {
+  // W's own 32-bit words where rows and the start are even: the f32 packing moves them as they are.
+  if (ldw % 2 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0 && kc >= 2 && weight_gemm_has_avx2()) {
     q = kc / 2;
     pack_b_transposed<false>(reinterpret_cast<const uint8_t*>(w), ldw / 2, nr, q, reinterpret_cast<float*>(dst), tile_nr);
   }
@@ -193,6 +194,44 @@ void pack_b_pairs(const uint16_t* w, int64_t ldw, int nr, int64_t kc, uint32_t* 
       const uint16_t* x = w + c * ldw + 2 * q;
       dst[q * tile_nr + c] = c >= nr ? 0u : x[0] | (2 * q + 1 < kc ? static_cast<uint32_t>(x[1]) << 16 : 0u);
     }
+}
+
+namespace {
+
+// Whole pairs of k from word rows (32 words apart) into f32 rows of tile_nr (16 or 32) values:
+// each word row's even values (shifted up) then its odd ones (low half cleared). Returns the
+// values of k done (kc rounded down to even).
+__attribute__((target("avx512f"))) int64_t widen_panel_rows(const uint32_t* words, int64_t kc, float* dst, int tile_nr) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  int64_t p = 0;
+  for (; p + 2 <= kc; p += 2, words += kPanelWidth) {
+    for (int c = 0; c < tile_nr; c += 16) {
+      const __m512i w = _mm512_loadu_si512(words + c);
+      _mm512_store_ps(dst + p * tile_nr + c, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+      _mm512_store_ps(dst + (p + 1) * tile_nr + c, _mm512_castsi512_ps(_mm512_and_si512(w, high)));
+    }
+  }
+  return p;
+}
+
+// Bᵀ = W rows [j, j + tile_nr) × cols [p0, p0 + kc) widened to f32 from W's pair panels
+// (weight_panels.h), into dst[p * tile_nr + c]: `words` is the panel's word row of k pair 0 at
+// lane j % 32. No transpose: a word row holds two values of k for 32 columns. Columns past n are
+// the panels' zeros.
+void pack_b_from_panels(const uint32_t* words, int64_t p0, int64_t kc, float* dst, int tile_nr) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  int64_t p = 0;
+  auto one = [&](int64_t at) {  // value k = p0 + at, every column
+    const uint32_t* row = words + ((p0 + at) / 2) * kPanelWidth;
+    const bool odd = (p0 + at) % 2 != 0;
+    for (int c = 0; c < tile_nr; ++c) {
+      const uint32_t u = odd ? row[c] & 0xffff0000u : row[c] << 16;
+      std::memcpy(dst + at * tile_nr + c, &u, 4);
+    }
+  };
+  if (p0 % 2 != 0 && p < kc) one(p++);
+  if (avx512) p = widen_panel_rows(words + ((p0 + p) / 2) * kPanelWidth, kc - p, dst + p * tile_nr, tile_nr) + p;
+  for (; p < kc; ++p) one(p);
 }
 
 // ---- micro-kernel ----
@@ -416,14 +455,21 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
   float* ap = scratch(a_buf, static_cast<size_t>(mcb * words(kcb)));
   float* bp = scratch(b_buf, static_cast<size_t>((stream_b ? t.nr : ncb) * words(kcb)));
   auto panel = [&](int64_t jr, int64_t kc) { return stream_b ? bp : bp + jr * words(kc); };
+  const int64_t kq_all = panel_words(g.k);
   for (int64_t jc = j0; jc < j1; jc += ncb) {
     const int64_t nc = std::min(ncb, j1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += kcb) {
       const int64_t kc = std::min(kcb, g.k - pc);
+      // W's own pair panel at these columns and k (weights packed at load), lane (jc + jr) % 32.
+      auto loaded_panel = [&](int64_t jr) {
+        const int64_t j = jc + jr;
+        return g.panels + (j / kPanelWidth) * kq_all * kPanelWidth + j % kPanelWidth;
+      };
       auto pack_b = [&](int64_t jr) {
         const int nr = static_cast<int>(std::min<int64_t>(t.nr, nc - jr));
         const uint8_t* w = static_cast<const uint8_t*>(g.w) + static_cast<size_t>((jc + jr) * g.ldw + pc) * es;
-        if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        if (g.panels) pack_b_from_panels(loaded_panel(jr), pc, kc, panel(jr, kc), t.nr);
+        else if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, panel(jr, kc), t.nr);
         else if (t.pairs)
           pack_b_pairs(reinterpret_cast<const uint16_t*>(w), g.ldw, nr, kc, reinterpret_cast<uint32_t*>(panel(jr, kc)), t.nr);
         else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);
@@ -439,9 +485,12 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
         for (int64_t jr = 0; jr < nc; jr += t.nr) {
           // B panels are packed during the first row block, right before their first use: the
           // panel is then still in L1, and its W reads overlap the kernels (few rows: memory-bound).
-          if (ic == i0) pack_b(jr);
+          // The pair tile reads panels packed at load as they are (k blocks start at even k).
+          const bool in_place = g.panels && t.pairs;
+          if (ic == i0 && !in_place) pack_b(jr);
+          const float* b = in_place ? reinterpret_cast<const float*>(loaded_panel(jr) + (pc / 2) * kPanelWidth) : panel(jr, kc);
           for (int64_t ir = 0; ir < mc; ir += t.mr)
-            t.kernel(kc, ap + ir * words(kc), panel(jr, kc), g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
+            t.kernel(kc, ap + ir * words(kc), b, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, pc > 0,
                      static_cast<int>(std::min<int64_t>(t.mr, mc - ir)), static_cast<int>(std::min<int64_t>(t.nr, nc - jr)));
         }
       }

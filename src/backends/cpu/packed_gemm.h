@@ -24,6 +24,11 @@ bool packed_gemm_can_pair_bf16();  // the CPU has AVX-512 BF16
 bool packed_gemm_pairs_bf16();
 void packed_weight_gemm(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 
+// Bᵀ = bf16 W rows [j, j + nr) × k values [0, kc) as pairs of k (from `w` = &W[j, 0], row
+// stride ldw): dst[q * tile_nr + c] = the word (W[c, 2q], W[c, 2q + 1]), first in the low half;
+// columns past nr and a last odd k's partner zero. The GEMM's B panels, and weight_panels.h's.
+void pack_b_pairs(const uint16_t* w, int64_t ldw, int nr, int64_t kc, uint32_t* dst, int tile_nr);
+
 // C = A · B with B f32 [k, n] row-major, as gemm_nn.
 void packed_gemm_nn(const WeightGemm& g, ThreadPool* pool, GemmKernel kernel = GemmKernel::Auto);
 

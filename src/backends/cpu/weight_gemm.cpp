@@ -9,6 +9,7 @@
 
 #include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/packed_gemm.h"
+#include "backends/cpu/panel_gemv.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -374,6 +375,10 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
   if (g.w_dtype != DType::F32 && g.w_dtype != DType::BF16)
     throw Error(std::string("weight_gemm: weights must be f32 or bf16, got ") + dtype_name(g.w_dtype));
   if (g.m <= 0 || g.n <= 0) return;
+  if (g.panels) {  // W packed at load (only bf16, and not where AMX runs)
+    if (g.m >= kPackedMinRowsBF16 && weight_gemm_has_avx2()) return packed_weight_gemm(g, pool);
+    return panel_gemv(g, pool);
+  }
   // AMX tiles where the CPU has them: bf16 weights only (f32 ones would need splitting too).
   if (g.m >= kAmxMinRows && amx_fits(g) && amx_available()) return amx_weight_gemm(g, pool, g.bf16_activations || amx_bf16_activations());
   if (g.m >= (g.w_dtype == DType::BF16 ? kPackedMinRowsBF16 : kPackedMinRowsF32) && weight_gemm_has_avx2())

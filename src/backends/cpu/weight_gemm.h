@@ -22,6 +22,9 @@ struct WeightGemm {
   int64_t m, n, k;
   // AMX: the activations as one bf16 part, not hi + lo (half the products; see amx_gemm.h).
   bool bf16_activations = false;
+  // bf16 W packed at load as pair panels (weight_panels.h: [ceil(n / 32)][ceil(k / 2)][32]
+  // words), read instead of `w` when set.
+  const uint32_t* panels = nullptr;
 };
 
 // Runs on `pool` (nullptr: the calling thread only), splitting W's rows across threads.
