@@ -4,7 +4,8 @@
 // model, not a copy left in the last-level cache; the same for 2 to 12 rows of A. Also: GEMMs
 // of 32, 128 and 512 rows against the same weight shape (prefill, compute-bound) and
 // attention's probabilities × values, in GFLOP/s, the median of the reps after one warm-up call;
-// and one softmax row, unmasked and causal-masked.
+// and one softmax row, unmasked and causal-masked. Where weights are packed at load
+// (backends/cpu/weight_panels.h), the bf16 cases also run on the packed panels.
 //
 //   ./build/benchmarks/gemv_bench [--threads N] [--reps R] [--bandwidth-only]
 #include <immintrin.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/weight_gemm.h"
+#include "backends/cpu/weight_panels.h"
 #include "core/dtype.h"
 
 using namespace luminal;
@@ -71,7 +74,8 @@ struct Result {
   double ms, gbps;
 };
 
-Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
+// `panels`: bf16 W packed as at load (backends/cpu/weight_panels.h), its rows then freed.
+Result gemv(ThreadPool& pool, DType t, int64_t m, int reps, bool panels = false) {
   const int64_t N = 4096, K = 4096, copies = 16;
   size_t es = t == DType::BF16 ? 2 : 4;
   std::vector<uint8_t> w(static_cast<size_t>(copies * N * K) * es);
@@ -79,12 +83,20 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
     uint16_t v = f32_to_bf16(static_cast<float>((i / 2) % 97) * 0.01f - 0.5f);
     std::memcpy(&w[i], &v, 2);
   }
+  std::vector<WeightPanels> packed;
+  if (panels) {
+    for (int64_t i = 0; i < copies; ++i)
+      packed.push_back(WeightPanels::pack(reinterpret_cast<const uint16_t*>(w.data()) + i * N * K, N, K, K, &pool));
+    w = std::vector<uint8_t>(static_cast<size_t>(N * K) * es);  // rows no longer read: one copy's room for `w`
+  }
   std::vector<float> a(static_cast<size_t>(m * K), 0.5f), c(static_cast<size_t>(m * N));
   std::vector<double> times;
   for (int r = 0; r < reps * static_cast<int>(copies); ++r) {
-    const uint8_t* wr = w.data() + static_cast<size_t>((r % copies) * N * K) * es;
+    const uint8_t* wr = panels ? w.data() : w.data() + static_cast<size_t>((r % copies) * N * K) * es;
+    WeightGemm g{a.data(), K, wr, K, t, c.data(), N, m, N, K};
+    if (panels) g.panels = packed[static_cast<size_t>(r % copies)].words();
     double t0 = now_s();
-    weight_gemm({a.data(), K, wr, K, t, c.data(), N, m, N, K}, &pool);
+    weight_gemm(g, &pool);
     times.push_back(now_s() - t0);
   }
   double s = median(times);
@@ -97,8 +109,9 @@ Result gemv(ThreadPool& pool, DType t, int64_t m, int reps) {
 // `scattered`: the matrices laid out in memory in a shuffled order (as a safetensors file holds
 // them, by name), still multiplied in the model's order, so that each GEMV starts its stream
 // somewhere the one before did not lead.
+// `panels`: each matrix packed as at load instead (its own allocation, as the loader makes them).
 Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64_t>>& shapes, int copies, int reps, bool huge_pages,
-                    bool scattered = false) {
+                    bool scattered = false, bool panels = false) {
   size_t per_copy = 0;
   int64_t widest = 0;
   for (auto [n, k] : shapes) per_copy += static_cast<size_t>(n * k), widest = std::max({widest, n, k});
@@ -120,6 +133,15 @@ Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64
       at += static_cast<size_t>(n * k);
     }
   }
+  std::vector<WeightPanels> packed;
+  if (panels) {
+    const uint16_t* base = reinterpret_cast<const uint16_t*>(std::as_const(w).bytes());
+    for (size_t call = 0; call < order.size(); ++call) {
+      auto [n, k] = shapes[call % shapes.size()];
+      packed.push_back(WeightPanels::pack(base + offset[call], n, k, k, &pool, huge_pages));
+    }
+    w = Buffer(DType::BF16, {1});
+  }
   std::vector<float> a(static_cast<size_t>(widest), 0.5f), c(static_cast<size_t>(widest));
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
@@ -128,13 +150,15 @@ Result stream_gemvs(ThreadPool& pool, const std::vector<std::pair<int64_t, int64
     size_t call = 0;
     for (int l = 0; l < copies; ++l)
       for (auto [n, k] : shapes) {
-        const uint16_t* wp = base + offset[call++];
-        weight_gemm({a.data(), k, reinterpret_cast<const uint8_t*>(wp), k, DType::BF16, c.data(), n, 1, n, k}, &pool);
+        WeightGemm g{a.data(), k, panels ? base : base + offset[call], k, DType::BF16, c.data(), n, 1, n, k};
+        if (panels) g.panels = packed[call].words();
+        ++call;
+        weight_gemm(g, &pool);
       }
     times.push_back(now_s() - t0);
   }
   double s = median(times);
-  return {s * 1e3, static_cast<double>(w.nbytes()) / s / 1e9};
+  return {s * 1e3, static_cast<double>(per_copy * copies * 2) / s / 1e9};
 }
 
 // A Qwen3-0.6B-shaped decode layer's projections (q, k, v, o, gate, up, down), and its
@@ -144,7 +168,7 @@ const std::vector<std::pair<int64_t, int64_t>> kQwen3Layer = {{2048, 1024}, {102
 const std::vector<std::pair<int64_t, int64_t>> kQwen3Head = {{151936, 1024}};
 
 // Prefill: m rows against one 4096×4096 weight (compute-bound, so no rotation).
-double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps, bool bf16_activations = false) {
+double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps, bool bf16_activations = false, bool panels = false) {
   const int64_t N = 4096, K = 4096;
   std::vector<float> wf(static_cast<size_t>(N * K));
   std::vector<uint16_t> wb(wf.size());
@@ -155,9 +179,12 @@ double gemm_gflops(ThreadPool& pool, DType t, int64_t m, int reps, bool bf16_act
   const void* w = t == DType::BF16 ? static_cast<const void*>(wb.data()) : wf.data();
   std::vector<float> a(static_cast<size_t>(m * K), 0.5f), c(static_cast<size_t>(m * N));
   std::vector<double> times;
+  WeightGemm g{a.data(), K, w, K, t, c.data(), N, m, N, K, bf16_activations};
+  std::optional<WeightPanels> packed;
+  if (panels) g.panels = packed.emplace(WeightPanels::pack(wb.data(), N, K, K, &pool)).words();
   for (int r = 0; r <= reps; ++r) {
     double t0 = now_s();
-    weight_gemm({a.data(), K, w, K, t, c.data(), N, m, N, K, bf16_activations}, &pool);
+    weight_gemm(g, &pool);
     if (r > 0) times.push_back(now_s() - t0);
   }
   return 2.0 * static_cast<double>(m * N * K) / median(times) / 1e9;
@@ -228,12 +255,20 @@ int main(int argc, char** argv) {
     Result r = gemv(pool, t, 1, reps);
     std::printf("GEMV 4096x4096 %-4s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", dtype_name(t), r.ms, r.gbps, 100 * r.gbps / bw);
   }
-  // A few rows (the search profiles at seq = 4; short prompts, speculative steps): a stream over W.
-  for (int64_t m : {2, 3, 4, 5, 8, 12}) {
-    Result r = gemv(pool, DType::BF16, m, reps);
-    std::printf("GEMM %ld rows x 4096x4096 bf16: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", static_cast<long>(m), r.ms, r.gbps,
-                100 * r.gbps / bw);
+  // bf16 weights packed at load (the default where packed_weights_supported): the panel GEMV.
+  const bool panels_here = packed_weights_supported();
+  if (panels_here) {
+    Result r = gemv(pool, DType::BF16, 1, reps, true);
+    std::printf("GEMV 4096x4096 bf16 packed at load: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", r.ms, r.gbps, 100 * r.gbps / bw);
   }
+  // A few rows (the search profiles at seq = 4; short prompts, speculative steps): a stream over W.
+  for (int64_t m : {2, 3, 4, 5, 8, 12})
+    for (bool p : {false, true}) {
+      if (p && !panels_here) continue;
+      Result r = gemv(pool, DType::BF16, m, reps, p);
+      std::printf("GEMM %ld rows x 4096x4096 bf16%s: %.3f ms  %.1f GB/s  %.0f%% of read bandwidth\n", static_cast<long>(m),
+                  p ? " packed at load" : "", r.ms, r.gbps, 100 * r.gbps / bw);
+    }
   {
     // Three copies, read in turn: one 311 MB head read again every rep ran at 37-39 GB/s here
     // where three in turn ran at 27.6 (the 2-thread sum's figure), so something between the
@@ -248,6 +283,12 @@ int main(int argc, char** argv) {
     std::printf("GEMVs of 28 Qwen3-0.6B layers bf16, %s: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
                 huge ? "huge pages" : "4 KB pages", l.ms, l.gbps, 100 * l.gbps / bw);
   }
+  if (panels_here)
+    for (bool huge : {false, true}) {
+      Result l = stream_gemvs(pool, kQwen3Layer, 28, 2 * reps + 1, huge, false, true);
+      std::printf("GEMVs of 28 Qwen3-0.6B layers bf16 packed at load, %s: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
+                  huge ? "huge pages" : "4 KB pages", l.ms, l.gbps, 100 * l.gbps / bw);
+    }
   {
     Result l = stream_gemvs(pool, kQwen3Layer, 28, 2 * reps + 1, false, true);
     std::printf("GEMVs of 28 Qwen3-0.6B layers bf16, 4 KB pages, matrices in shuffled places: %.2f ms  %.1f GB/s  %.0f%% of read bandwidth\n",
@@ -265,6 +306,16 @@ int main(int argc, char** argv) {
       double gf = gemm_gflops(pool, DType::BF16, m, reps, true);
       std::printf("GEMM %ldx4096 x 4096x4096 bf16, bf16 activations: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m),
                   2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
+    }
+  // The same weight packed at load: the GEMM reads (pairs) or widens (f32 tiles) its panels.
+  if (panels_here)
+    for (bool bf16_act : {false, true}) {
+      if (bf16_act && !packed_gemm_pairs_bf16()) continue;
+      for (int64_t m : {32, 128, 512}) {
+        double gf = gemm_gflops(pool, DType::BF16, m, reps, bf16_act, true);
+        std::printf("GEMM %ldx4096 x 4096x4096 bf16 packed at load%s: %.2f ms  %.1f GFLOP/s\n", static_cast<long>(m),
+                    bf16_act ? ", bf16 activations" : "", 2.0 * static_cast<double>(m) * 4096 * 4096 / gf / 1e6, gf);
+      }
     }
   std::printf("GEMM_NN attention 512x512 x 512x64 f32, 16 heads: %.1f GFLOP/s\n", attention_values_gflops(pool, 512, 16, reps));
   const auto [plain, causal] = softmax_row_ns(reps);

@@ -48,13 +48,18 @@ bool packed_weights_wanted(bool option) {
   return on && cpu::packed_weights_supported();
 }
 
-// The weights that only linear layers read, as a Matmul's W (input 1): those can be replaced by
-// their panels. Not an embedding a Gather reads, nor a tied one both read.
-std::vector<bool> read_only_by_matmuls(const Graph& plan) {
-  std::vector<bool> ok(plan.size(), true);
+// The weights that only linear layers read, as a Matmul's W (input 1), or a Gather as its data
+// (an embedding: a tied one is also the head's W): those can be replaced by their panels. Not an
+// embedding that no Matmul reads (a Gather of rows reads them best as they are).
+std::vector<bool> read_as_linear_weights(const Graph& plan) {
+  std::vector<bool> ok(plan.size(), true), by_matmul(plan.size(), false);
   for (const Node& n : plan.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (!(n.op == OpKind::Kernel && n.kernel == "Matmul" && i == 1)) ok[n.inputs[i].src] = false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const bool w = n.op == OpKind::Kernel && n.kernel == "Matmul" && i == 1;
+      if (w) by_matmul[n.inputs[i].src] = true;
+      if (!w && !(n.op == OpKind::Gather && i == 1)) ok[n.inputs[i].src] = false;
+    }
+  for (size_t i = 0; i < ok.size(); ++i) ok[i] = ok[i] && by_matmul[i];
   return ok;
 }
 
@@ -135,7 +140,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     m.runtime_->set_kernel_hook(
         cpu::cpu_kernels(*m.pool_, m.jit_.get(), {.bf16_activations = opts.bf16_activations, .packed_weights = m.packed_.get()}));
   }
-  const std::vector<bool> packable = m.packed_ ? read_only_by_matmuls(m.compiled_.plan) : std::vector<bool>();
+  const std::vector<bool> packable = m.packed_ ? read_as_linear_weights(m.compiled_.plan) : std::vector<bool>();
   std::vector<NodeId> inputs = m.compiled_.plan.inputs();
   // On the CPU backend weights may be copied into huge pages (see runtime/huge_page_arena.h).
   std::shared_ptr<HugePageArena> arena;

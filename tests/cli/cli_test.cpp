@@ -140,8 +140,8 @@ bool cpu_packs_weights() {
 
 // Weights packed at load (--packed-weights) against W's rows (--no-packed-weights): the same
 // logits for a 20-token prompt (prefill's GEMM tiles over the panels, the untied head too) and
-// the fixture's greedy tokens (decode's panel GEMV); bench counts the packed weights; a bad
-// LUMINAL_CPU_PACKED_WEIGHTS is an error naming it.
+// the fixture's greedy tokens (decode's panel GEMV); bench counts the packed weights (an untied
+// embedding is not one, a tied one is); a bad LUMINAL_CPU_PACKED_WEIGHTS is an error naming it.
 TEST(Cli, PackedWeightsKeepTheLogitsAndTokens) {
   std::string ids;
   for (int i = 1; i <= 20; ++i) ids += (ids.empty() ? "" : " ") + std::to_string(i * 7);
@@ -166,6 +166,10 @@ TEST(Cli, PackedWeightsKeepTheLogitsAndTokens) {
   ASSERT_EQ(off.status, 0) << off.out;
   EXPECT_EQ(nlohmann::json::parse(on.out)["packed_weights"], cpu_packs_weights() ? 15 : 0);
   EXPECT_EQ(nlohmann::json::parse(off.out)["packed_weights"], 0);
+  // qwen3-tiny: 2 layers of 7 and its tied embedding, gathered (from the panels) and the head's W.
+  CliRun tied = luminal("bench --no-cache --model " + model("qwen3-tiny") + " --prompt-tokens 4 --new-tokens 2 --iters 1");
+  ASSERT_EQ(tied.status, 0) << tied.out;
+  EXPECT_EQ(nlohmann::json::parse(tied.out)["packed_weights"], cpu_packs_weights() ? 15 : 0);
   CliRun bad = luminal(bench, true, "LUMINAL_CPU_PACKED_WEIGHTS=yes");
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_NE(bad.out.find("LUMINAL_CPU_PACKED_WEIGHTS must be 0 or 1, got 'yes'"), std::string::npos) << bad.out;

@@ -4,6 +4,9 @@
 #include "backends/cpu/gather.h"
 
 #include <cstring>
+#include <utility>
+
+#include "backends/cpu/weight_panels.h"
 
 #include "kernel_compare.h"
 
@@ -37,6 +40,31 @@ TEST(CpuGather, RowsCopiedWholeAndOutOfRangeZero) {
       EXPECT_EQ(std::memcmp(out.bytes() + r * d * es, want.data(), want.size()), 0) << "row " << r << " " << dtype_name(t);
     }
   }
+}
+
+// A tied embedding packed at load (the head's W, backends/cpu/weight_panels.h): the same bf16
+// values read from its panels' words; odd d and a table that is not a whole number of panels.
+TEST(CpuGather, RowsOfATablePackedAtLoad) {
+  const int64_t v = 50, d = 25;
+  const std::vector<int64_t> rows = {3, 0, 49, -1, 50, 31, 32, 7};
+  Buffer table = random_f32({v, d}, 7).cast(DType::BF16);
+  const uint8_t* bytes = std::as_const(table).bytes();
+  PackedWeights packed;
+  packed.add(bytes, WeightPanels::pack(reinterpret_cast<const uint16_t*>(bytes), v, d, d, nullptr));
+  Buffer idx = row_indices(rows, d);
+  std::vector<Reader> in;
+  in.emplace_back(idx, View::contiguous(exprs({static_cast<int64_t>(rows.size()), d})), DimMap{});
+  in.emplace_back(table, View::contiguous(exprs({v, d})), DimMap{});
+  Buffer from_rows(DType::BF16, {static_cast<int64_t>(rows.size()), d}), from_panels = from_rows;
+  ASSERT_TRUE(gather(in, from_rows));
+  ASSERT_TRUE(gather(in, from_panels, &packed));
+  EXPECT_EQ(std::memcmp(from_rows.bytes(), from_panels.bytes(), from_rows.nbytes()), 0);
+  // Read from the panels, not the rows: change the panels' copy and the gathered values follow.
+  PackedWeights zeroed;
+  Buffer zeros(DType::BF16, {v, d});
+  zeroed.add(bytes, WeightPanels::pack(reinterpret_cast<const uint16_t*>(std::as_const(zeros).bytes()), v, d, d, nullptr));
+  ASSERT_TRUE(gather(in, from_panels, &zeroed));
+  for (size_t i = 0; i < from_panels.numel(); ++i) ASSERT_EQ(from_panels.get(i), 0.0) << i;
 }
 
 // A table read through a transpose is not contiguous: left to the reference.

@@ -123,7 +123,7 @@ bool matmul(ThreadPool& pool, const std::vector<Reader>& in, const std::vector<s
 Interpreter::KernelHook cpu_kernels(ThreadPool& pool, const FusedJit* jit, CpuKernelOptions options) {
   const bool bf16 = options.bf16_activations;
   return [&pool, jit, options, bf16](const Node& n, const std::vector<Reader>& in, const std::vector<std::vector<int64_t>>& shapes, Buffer& out) {
-    if (n.op == OpKind::Gather) return gather(in, out);
+    if (n.op == OpKind::Gather) return gather(in, out, options.packed_weights);
     if (n.op != OpKind::Kernel) return jit && jit->run(n, in, shapes, out, pool);  // elementwise primitives
     if (n.kernel == "Matmul") return matmul(pool, in, shapes, out, nullptr, options);
     if (n.kernel == "ScaledMatmul") return matmul(pool, in, shapes, out, &in[2], options);

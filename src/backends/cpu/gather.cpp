@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/weight_panels.h"
 #include "runtime/flat_read.h"
 
 namespace luminal::cpu {
@@ -23,7 +24,7 @@ int64_t contiguous_offset(const Reader& r) {
 
 }  // namespace
 
-bool gather(const std::vector<Reader>& in, Buffer& out) {
+bool gather(const std::vector<Reader>& in, Buffer& out, const PackedWeights* packed) {
   if (in.size() != 2 || in[0].dtype() != DType::I32 || !in[0].flat() || !flat_in_bounds(in[0]) || out.dtype() != in[1].dtype()) return false;
   const int64_t base = contiguous_offset(in[1]);
   if (base < 0) return false;
@@ -38,6 +39,22 @@ bool gather(const std::vector<Reader>& in, Buffer& out) {
   const size_t es = dtype_size(out.dtype());
   const uint8_t* src = in[1].buffer().bytes() + static_cast<size_t>(base) * es;
   uint8_t* dst = out.bytes();
+  // A tied embedding packed at load (the head's W): each value from its panel word's half.
+  const WeightPanels* panels = packed && base == 0 ? packed->find(in[1].buffer().bytes()) : nullptr;
+  if (panels && out.dtype() == DType::BF16 && data_count == panels->n() * panels->k()) {
+    uint16_t* o = reinterpret_cast<uint16_t*>(dst);
+    const int64_t k = panels->k();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t e = idx[static_cast<size_t>(i)];
+      if (e < 0 || e >= data_count) {
+        o[i] = 0;
+        continue;
+      }
+      const uint32_t w = panels->word(e / k, (e % k) / 2);
+      o[i] = static_cast<uint16_t>((e % k) % 2 == 0 ? w & 0xffffu : w >> 16);
+    }
+    return true;
+  }
   for (int64_t i = 0; i < count;) {
     const int64_t k = idx[static_cast<size_t>(i)];
     if (k < 0 || k >= data_count) {  // the reference's 0: all-zero bytes in every dtype

@@ -9,9 +9,12 @@
 
 namespace luminal::cpu {
 
+class PackedWeights;
+
 // Native where the indices are i32 with a flat layout and the data is contiguous in its buffer
 // (element k at one offset plus k) with out of its dtype; false leaves the node to the
 // reference. Copies the stored bytes: no conversion, so bit for bit the reference's values.
-bool gather(const std::vector<Reader>& in, Buffer& out);
+// Data that `packed` holds as panels (a tied embedding, packed as the head's W) is read from them.
+bool gather(const std::vector<Reader>& in, Buffer& out, const PackedWeights* packed = nullptr);
 
 }  // namespace luminal::cpu
