@@ -16,9 +16,6 @@ namespace luminal::cpu {
 
 namespace {
 
-// Software prefetch this many bytes ahead in the panel stream (every line of it).
-constexpr int64_t kAhead = 1024;
-
 inline float even_value(uint32_t w) {
   const uint32_t u = w << 16;
   float f;
@@ -52,7 +49,10 @@ void panel_rows_scalar(const WeightGemm& g, const uint32_t* panel, int64_t j0, i
 
 // R rows of A against one panel: per word row, two loads (32 columns), their even and odd
 // values, and 4R FMAs into 4R accumulators (even and odd kept apart: enough chains to cover the
-// FMA latency at one row, where the stream, not the FMAs, sets the pace).
+// FMA latency at one row, where the stream, not the FMAs, sets the pace). No software prefetch:
+// the panels are one sequential stream, which the hardware prefetchers follow; asking for every
+// line 1 KB ahead took 4-5% longer (28 Qwen3-0.6B layers' panels, variants interleaved, 60
+// rounds: 0 B ahead 0.95x the time of 1 KB, 256 B 0.96x, 2-4 KB 0.96-0.97x, 8 KB 0.99x).
 template <int R>
 __attribute__((target("avx512f"))) void panel_rows_avx512(const WeightGemm& g, const uint32_t* panel, int64_t j0, int nr, int64_t i0) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -63,8 +63,6 @@ __attribute__((target("avx512f"))) void panel_rows_avx512(const WeightGemm& g, c
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_ps();
   const uint32_t* pw = panel;
   for (int64_t q = 0; q < pairs; ++q, pw += kPanelWidth) {
-    _mm_prefetch(reinterpret_cast<const char*>(pw) + kAhead, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(pw) + kAhead + 64, _MM_HINT_T0);
     const __m512i w0 = _mm512_load_si512(pw), w1 = _mm512_load_si512(pw + 16);
     const __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), e1 = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16));
     const __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(w0, high)), o1 = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
