@@ -51,8 +51,8 @@ void panel_rows_scalar(const WeightGemm& g, const uint32_t* panel, int64_t j0, i
 // values, and 4R FMAs into 4R accumulators (even and odd kept apart: enough chains to cover the
 // FMA latency at one row, where the stream, not the FMAs, sets the pace). No software prefetch:
 // the panels are one sequential stream, which the hardware prefetchers follow; asking for every
-// line 1 KB ahead took 4-5% longer (28 Qwen3-0.6B layers' panels, variants interleaved, 60
-// rounds: 0 B ahead 0.95x the time of 1 KB, 256 B 0.96x, 2-4 KB 0.96-0.97x, 8 KB 0.99x).
+// line 1 KB ahead took 4-5% longer (benchmarks/panel_prefetch_study.cpp: 28 Qwen3-0.6B layers'
+// panels, variants interleaved: none 0.94-0.96x the time of 1 KB, 2-4 KB 0.95-0.98x).
 template <int R>
 __attribute__((target("avx512f"))) void panel_rows_avx512(const WeightGemm& g, const uint32_t* panel, int64_t j0, int nr, int64_t i0) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
