@@ -59,6 +59,19 @@ TEST(WeightGemm, GemvOfBf16WeightsWithEvenAndOddRowStrides) {
       }
 }
 
+// Short f32 rows (k a multiple of 16 up to 256: decode attention's keys) with one to four rows of
+// A take their own AVX-512 path: four W rows at a time and a tail of one to three; also rows
+// packed tightly (stride k, as a KV cache holds them) and k just past the path (272, 264).
+TEST(WeightGemm, ShortF32RowsOfAttentionKeys) {
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 3, 4, 5})
+    for (int64_t n : {1, 3, 4, 7, 176})
+      for (int64_t k : {16, 64, 128, 256, 264, 272}) {
+        check(m, n, k, DType::F32, nullptr);
+        check(m, n, k, DType::F32, &pool, 0);
+      }
+}
+
 TEST(WeightGemm, DecodeShapeOfARealLayer) {
   ThreadPool pool(2);
   check(1, 576, 1536, DType::BF16, &pool);
