@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backends/cpu/amx_gemm.h"
+#include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "kernel_compare.h"
 
@@ -209,8 +210,9 @@ void check_bf16_on_amx(int64_t m, int64_t past, int64_t k, int64_t d) {
   EXPECT_GT(moved, 1e-5) << "the bf16 path was not taken";
 }
 
+// On AMX tiles, or the packed GEMM's bf16-pair tile (AMD's AVX-512 BF16).
 TEST(CpuAttention, Bf16ActivationsOnAmxRoundTheOperands) {
-  if (!amx_available()) GTEST_SKIP() << "no AMX here";
+  if (!amx_available() && !packed_gemm_pairs_bf16()) GTEST_SKIP() << "no AMX and no bf16-pair tile here";
   check_bf16_on_amx(40, 5, 64, 64);
   check_bf16_on_amx(48, 5, 64, 64);
   check_bf16_on_amx(64, 8128, 32, 32);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backends/cpu/amx_gemm.h"
+#include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd8.h"
@@ -275,13 +276,15 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
                               pool);
       return true;
     }
-    // With bf16 activations on AMX: the keys as bf16 rows and the values as bf16 columns (both
-    // zero past the keys, padded to the tiles' 32), so both products run on the tiles. Rows then
-    // go in blocks of 32, and a block multiplies only the keys up to the last one any of its
-    // rows sees: a causal prefill's early rows see few (those after are masked for the whole
-    // block, probability 0, and left out, as the CUDA kernel leaves out hidden key tiles).
-    // Not for a decode's few rows: each step would convert the whole cache.
-    const bool amx = bf16_activations && amx_available() && k % 32 == 0 && d % 32 == 0 && m >= 16;
+    // With bf16 activations where bf16 products are fast (AMX, or the packed GEMM's bf16-pair
+    // tile on AMD's AVX-512 BF16): the keys as bf16 rows and the values as bf16 columns (both
+    // zero past the keys, padded to 32), so both products go to weight_gemm's bf16 path, which
+    // takes q and the probabilities as bf16 too. Rows then go in blocks of 32, and a block
+    // multiplies only the keys up to the last one any of its rows sees: a causal prefill's early
+    // rows see few (those after are masked for the whole block, probability 0, and left out, as
+    // the CUDA kernel leaves out hidden key tiles). Not for a decode's few rows: each step would
+    // convert the whole cache.
+    const bool amx = bf16_activations && (amx_available() || packed_gemm_pairs_bf16()) && k % 32 == 0 && d % 32 == 0 && m >= 16;
     const int64_t row_block = amx ? 32 : tall_block;
     // The last block takes what is left; on AMX a remainder under 16 rows joins the block before
     // (smaller blocks would go to the GEMV, which multiplies f32 activations).
