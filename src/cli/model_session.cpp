@@ -31,7 +31,8 @@ void add_model_options(Args& a) {
       .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)")
       .flag("--huge-pages", "cpu backend: copy the weights into transparent huge pages at load (also LUMINAL_HUGEPAGES=1): "
                             "decode a few percent faster, load seconds slower")
-      .flag("--no-huge-pages", "cpu backend: read weights in place from the mapped file (the default; also LUMINAL_HUGEPAGES=0)")
+      .flag("--no-huge-pages", "cpu backend: read weights that are not packed at load in place from the mapped file (the default; "
+                               "LUMINAL_HUGEPAGES=0 also keeps the packed ones' panels off huge pages)")
       .flag("--packed-weights", "cpu backend: pack bf16 linear-layer weights at load into the GEMM's panels, in place of the mapped file's "
                                 "pages (the default where the CPU has AVX-512 and no AMX; also LUMINAL_CPU_PACKED_WEIGHTS=1)")
       .flag("--no-packed-weights", "cpu backend: read bf16 weights' rows in place from the mapped file (faster load, slower prefill and "

@@ -40,7 +40,8 @@ struct ModelOptions {
   // cpu backend: bf16 weights that only linear layers read are packed at load into the GEMM's
   // pair panels (backends/cpu/weight_panels.h), in place of the mapped file's pages: prefill
   // skips packing them on every call, decode streams the panels (on a Zen 4 VM, 10-15% off a
-  // bf16 prefill and 15-25% off decode, for a load about 0.6 s/GB longer). Only where it pays
+  // bf16 prefill and 15-25% off decode, for a load about 0.6 s/GB longer; the panels ask for
+  // transparent huge pages unless LUMINAL_HUGEPAGES=0). Only where it pays
   // (cpu::packed_weights_supported: AVX-512, no AMX). LUMINAL_CPU_PACKED_WEIGHTS=1 or 0
   // overrides this.
   bool packed_weights = true;
