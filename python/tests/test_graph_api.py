@@ -180,6 +180,18 @@ def test_language_model_bf16_activations_stay_near_transformers():
         lm.LanguageModel.load(path, backend="cpu", context=64, activations="fp8")
 
 
+def test_language_model_weights_packed_or_not_give_the_same_logits():
+    path = os.path.join(TEST_DATA, "models", "llama-tiny")
+    ref = json.load(open(os.path.join(path, "reference.json")))
+    ids = ref["input_ids"] + ref["greedy_new_tokens"]
+    packed = lm.LanguageModel.load(path, backend="cpu", context=64, all_logits=True, packed_weights=True)
+    rows = lm.LanguageModel.load(path, backend="cpu", context=64, all_logits=True, packed_weights=False)
+    a, b = np.array(packed.step(ids)), np.array(rows.step(ids))
+    np.testing.assert_allclose(a, b, atol=1e-4)
+    n = len(ref["input_ids"])
+    np.testing.assert_allclose(a.reshape(len(ids), -1)[:n], np.array(ref["logits"], dtype=np.float32), atol=1e-3)
+
+
 def test_a_serialized_graph_loads_and_runs_the_same():
     g = lm.Graph()
     x = g.input("x", "f32", ["n", 4])
