@@ -152,7 +152,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     size_t bytes = 0;
     for (NodeId id : inputs) {
       const Node& n = m.compiled_.plan.node(id);
-      if (!is_weight(n.name) || (m.packed_ && packable[id] && n.dtype == DType::BF16)) continue;
+      if (!is_weight(n.name) || (m.packed_ && packable[id] && n.dtype == DType::BF16 && n.shape.size() == 2)) continue;  // packed below
       size_t count = dtype_size(n.dtype);
       for (const Expr& e : n.shape) count *= e.is_const() ? static_cast<size_t>(e.value()) : 0;
       bytes += count + 64;
@@ -180,13 +180,14 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       Buffer w = files.weights->load(n.name, shape);
       if (w.dtype() != n.dtype) w = w.cast(n.dtype);
       m.weight_bytes_ += w.nbytes();
-      if (m.packed_ && packable[id] && w.dtype() == DType::BF16 && shape.size() == 2 && w.borrowed()) {
+      if (m.packed_ && packable[id] && w.dtype() == DType::BF16 && shape.size() == 2) {
         // The panels replace the mapped file's pages; the buffer stays the input (the panels'
-        // key), its bytes read back from the file only if something else ever reads them.
+        // key), its bytes read back from the file only if something else ever reads them. (A
+        // weight cast at load owns its bytes, which then stay beside the panels.)
         const uint8_t* bytes = std::as_const(w).bytes();
         cpu::WeightPanels panels =
             cpu::WeightPanels::pack(reinterpret_cast<const uint16_t*>(bytes), shape[0], shape[1], shape[1], m.pool_.get(), panels_on_huge_pages);
-        drop_mapped_pages(bytes, w.nbytes());
+        if (w.borrowed()) drop_mapped_pages(bytes, w.nbytes());  // never heap memory: MADV_DONTNEED would zero it
         m.packed_->add(bytes, std::move(panels));
         m.set_input(n.name, std::move(w));
         continue;

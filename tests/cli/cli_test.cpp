@@ -152,6 +152,12 @@ TEST(Cli, PackedWeightsKeepTheLogitsAndTokens) {
   double worst = 0;
   ASSERT_NO_FATAL_FAILURE(max_logit_difference(nlohmann::json::parse(rows.out)["logits"], nlohmann::json::parse(packed.out)["logits"], &worst));
   EXPECT_LE(worst, 1e-4);
+  // With --huge-pages the weights not packed (norms, the untied embedding) go to the arena,
+  // sized without the packed ones.
+  CliRun huge = luminal(args + " --huge-pages");
+  ASSERT_EQ(huge.status, 0) << huge.out;
+  ASSERT_NO_FATAL_FAILURE(max_logit_difference(nlohmann::json::parse(rows.out)["logits"], nlohmann::json::parse(huge.out)["logits"], &worst));
+  EXPECT_LE(worst, 1e-4);
 
   nlohmann::json ref = reference("llama-tiny");
   CliRun gen = luminal("generate --no-cache --json --ignore-eos --packed-weights --model " + model("llama-tiny") + " --ids " +
