@@ -140,7 +140,15 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     m.runtime_->set_kernel_hook(
         cpu::cpu_kernels(*m.pool_, m.jit_.get(), {.bf16_activations = opts.bf16_activations, .packed_weights = m.packed_.get()}));
   }
-  const std::vector<bool> packable = m.packed_ ? read_as_linear_weights(m.compiled_.plan) : std::vector<bool>();
+  // The inputs packed below: 2-D bf16 weights only linear layers (and a tied embedding's Gather) read.
+  std::vector<bool> to_pack(m.compiled_.plan.size(), false);
+  if (m.packed_) {
+    to_pack = read_as_linear_weights(m.compiled_.plan);
+    for (NodeId id = 0; id < to_pack.size(); ++id) {
+      const Node& n = m.compiled_.plan.node(id);
+      to_pack[id] = to_pack[id] && n.op == OpKind::Input && n.dtype == DType::BF16 && n.shape.size() == 2;
+    }
+  }
   // The panels are fresh memory either way, so they ask for huge pages unless LUMINAL_HUGEPAGES=0:
   // decode 5-10% faster for a load 0.3-0.8 s longer on the Zen 4 VM (docs/cpu_backend.md).
   const char* huge_env = std::getenv("LUMINAL_HUGEPAGES");
@@ -152,7 +160,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
     size_t bytes = 0;
     for (NodeId id : inputs) {
       const Node& n = m.compiled_.plan.node(id);
-      if (!is_weight(n.name) || (m.packed_ && packable[id] && n.dtype == DType::BF16 && n.shape.size() == 2)) continue;  // packed below
+      if (!is_weight(n.name) || to_pack[id]) continue;
       size_t count = dtype_size(n.dtype);
       for (const Expr& e : n.shape) count *= e.is_const() ? static_cast<size_t>(e.value()) : 0;
       bytes += count + 64;
@@ -180,7 +188,7 @@ LanguageModel LanguageModel::load(const std::string& path, const ModelOptions& o
       Buffer w = files.weights->load(n.name, shape);
       if (w.dtype() != n.dtype) w = w.cast(n.dtype);
       m.weight_bytes_ += w.nbytes();
-      if (m.packed_ && packable[id] && w.dtype() == DType::BF16 && shape.size() == 2) {
+      if (to_pack[id]) {  // w is bf16 [n, k]: the input's dtype and shape
         // The panels replace the mapped file's pages; the buffer stays the input (the panels'
         // key), its bytes read back from the file only if something else ever reads them. (A
         // weight cast at load owns its bytes, which then stay beside the panels.)

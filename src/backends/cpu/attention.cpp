@@ -284,12 +284,12 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     // rows see few (those after are masked for the whole block, probability 0, and left out, as
     // the CUDA kernel leaves out hidden key tiles). Not for a decode's few rows: each step would
     // convert the whole cache.
-    const bool amx = bf16_activations && (amx_available() || packed_gemm_pairs_bf16()) && k % 32 == 0 && d % 32 == 0 && m >= 16;
-    const int64_t row_block = amx ? 32 : tall_block;
+    const bool bf16_tiles = bf16_activations && (amx_available() || packed_gemm_pairs_bf16()) && k % 32 == 0 && d % 32 == 0 && m >= 16;
+    const int64_t row_block = bf16_tiles ? 32 : tall_block;
     // The last block takes what is left; on AMX a remainder under 16 rows joins the block before
     // (smaller blocks would go to the GEMV, which multiplies f32 activations).
     int64_t blocks = (m + row_block - 1) / row_block;
-    if (amx && blocks > 1 && m - (blocks - 1) * row_block < 16) --blocks;
+    if (bf16_tiles && blocks > 1 && m - (blocks - 1) * row_block < 16) --blocks;
     const int64_t np = (nk + 31) / 32 * 32;
     pool.parallel_for(batch * blocks, [&](int64_t t0, int64_t t1) {
       std::vector<float> scores, q_block;
@@ -312,7 +312,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           qa = q_block.data();
           lda = k;
         }
-        if (amx) {
+        if (bf16_tiles) {
           if (converted != bi) {
             keys16.assign(static_cast<size_t>(np * k), 0);
             values16.assign(static_cast<size_t>(d * np), 0);

@@ -50,8 +50,7 @@ bool gather(const std::vector<Reader>& in, Buffer& out, const PackedWeights* pac
         o[i] = 0;
         continue;
       }
-      const uint32_t w = panels->word(e / k, (e % k) / 2);
-      o[i] = static_cast<uint16_t>((e % k) % 2 == 0 ? w & 0xffffu : w >> 16);
+      o[i] = static_cast<uint16_t>(panel_value_bits(panels->word(e / k, (e % k) / 2), (e % k) % 2 != 0) >> 16);
     }
     return true;
   }

@@ -225,7 +225,7 @@ void pack_b_from_panels(const uint32_t* words, int64_t p0, int64_t kc, float* ds
     const uint32_t* row = words + ((p0 + at) / 2) * kPanelWidth;
     const bool odd = (p0 + at) % 2 != 0;
     for (int c = 0; c < tile_nr; ++c) {
-      const uint32_t u = odd ? row[c] & 0xffff0000u : row[c] << 16;
+      const uint32_t u = panel_value_bits(row[c], odd);
       std::memcpy(dst + at * tile_nr + c, &u, 4);
     }
   };

@@ -16,15 +16,8 @@ namespace luminal::cpu {
 
 namespace {
 
-inline float even_value(uint32_t w) {
-  const uint32_t u = w << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline float odd_value(uint32_t w) {
-  const uint32_t u = w & 0xffff0000u;
+inline float panel_value(uint32_t w, bool odd) {
+  const uint32_t u = panel_value_bits(w, odd);
   float f;
   std::memcpy(&f, &u, 4);
   return f;
@@ -39,8 +32,8 @@ void panel_rows_scalar(const WeightGemm& g, const uint32_t* panel, int64_t j0, i
       float s = 0;
       for (int64_t q = 0; q < kq; ++q) {
         const uint32_t w = panel[q * kPanelWidth + c];
-        s += a[2 * q] * even_value(w);
-        if (2 * q + 1 < g.k) s += a[2 * q + 1] * odd_value(w);
+        s += a[2 * q] * panel_value(w, false);
+        if (2 * q + 1 < g.k) s += a[2 * q + 1] * panel_value(w, true);
       }
       g.c[i * g.ldc + j0 + c] = s;
     }
@@ -119,10 +112,8 @@ void panel_gemv(const WeightGemm& g, ThreadPool* pool) {
   if (g.m <= 0 || g.n <= 0) return;
   const int64_t panels = (g.n + kPanelWidth - 1) / kPanelWidth;
   if (!pool || pool->size() == 1) return panels_range(g, 0, panels);
-  // Chunks of W / (2 × threads) within 1-4 MB, each one stream, as weight_gemm's GEMV takes them.
-  const int64_t panel_bytes = panel_words(g.k) * kPanelWidth * 4;
-  const int64_t chunk_bytes = std::clamp<int64_t>(panels * panel_bytes / (2 * pool->size()), int64_t(1) << 20, int64_t(4) << 20);
-  const int64_t chunk = std::min((panels + pool->size() - 1) / pool->size(), std::max<int64_t>(1, chunk_bytes / panel_bytes));
+  // Chunks of panels taken from a shared counter, as weight_gemm's GEMV takes W's rows.
+  const int64_t chunk = gemv_chunk_units(panels, panel_words(g.k) * kPanelWidth * 4, pool->size());
   pool->parallel_for_dynamic(panels, [&](int64_t b, int64_t e) { panels_range(g, b, e); }, chunk);
 }
 

@@ -411,6 +411,11 @@ void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
   else rows(0, g.m);
 }
 
+int64_t gemv_chunk_units(int64_t units, int64_t unit_bytes, int threads) {
+  const int64_t chunk_bytes = std::clamp<int64_t>(units * unit_bytes / (2 * threads), int64_t(1) << 20, int64_t(4) << 20);
+  return std::min((units + threads - 1) / threads, std::max<int64_t>(1, chunk_bytes / unit_bytes));
+}
+
 bool weight_gemm_has_avx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
@@ -439,9 +444,8 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool) {
   // 32 groups (256 KB of a Qwen3-0.6B layer's 2 KB rows) cost 4-5% of its decode
   // (docs/cpu_backend.md).
   if (pool) {
-    const int64_t groups = (g.n + 3) / 4, group_bytes = 4 * g.ldw * dtype_size(g.w_dtype);
-    const int64_t chunk_bytes = std::clamp<int64_t>(groups * group_bytes / (2 * pool->size()), int64_t(1) << 20, int64_t(4) << 20);
-    const int64_t chunk = std::min((groups + pool->size() - 1) / pool->size(), std::max<int64_t>(1, chunk_bytes / group_bytes));
+    const int64_t groups = (g.n + 3) / 4;
+    const int64_t chunk = gemv_chunk_units(groups, 4 * g.ldw * static_cast<int64_t>(dtype_size(g.w_dtype)), pool->size());
     pool->parallel_for_dynamic(groups, [&](int64_t b, int64_t e) { rows(4 * b, std::min(g.n, 4 * e)); }, chunk);
   } else {
     rows(0, g.n);

@@ -34,6 +34,11 @@ void weight_gemm(const WeightGemm& g, ThreadPool* pool);
 // times values. Same fields; `w` is B with row stride ldw, w_dtype must be F32.
 void gemm_nn(const WeightGemm& g, ThreadPool* pool);
 
+// A decode GEMV's chunk, in units of `unit_bytes` of W, that threads take from a shared counter:
+// W / (2 x threads) within 1-4 MB (each chunk a new stream for the hardware prefetchers, so long
+// ones), at most a thread's even share. For weight_gemm's rows and panel_gemv's panels.
+int64_t gemv_chunk_units(int64_t units, int64_t unit_bytes, int threads);
+
 // Whether the AVX2 + FMA path runs on this machine (else a portable loop does).
 bool weight_gemm_has_avx2();
 

@@ -3,11 +3,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-
 #include <cstdlib>
-#include <cstring>
 #include <new>
-#include <string>
 
 #include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/packed_gemm.h"

@@ -39,6 +39,10 @@ class WeightPanels {
 
 inline int64_t panel_words(int64_t k) { return (k + 1) / 2; }  // words a panel row (one k pair each)
 
+// The f32 bit pattern of one value of a panel word: its low half (the even k) shifted up, or its
+// high half (the odd k) with the low half cleared.
+inline uint32_t panel_value_bits(uint32_t word, bool odd) { return odd ? word & 0xffff0000u : word << 16; }
+
 // The weights of a model that were packed, found by the address of W's bytes (the loaded weight
 // buffer, which lives as long as the model): a Matmul whose B is that whole matrix reads them.
 class PackedWeights {
