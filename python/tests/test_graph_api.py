@@ -192,6 +192,22 @@ def test_language_model_weights_packed_or_not_give_the_same_logits():
     np.testing.assert_allclose(a.reshape(len(ids), -1)[:n], np.array(ref["logits"], dtype=np.float32), atol=1e-3)
 
 
+def test_language_model_bf16_kv_cache_keeps_the_tokens_near_the_f32_logits():
+    path = os.path.join(TEST_DATA, "models", "llama-tiny")
+    ref = json.load(open(os.path.join(path, "reference.json")))
+    m = lm.LanguageModel.load(path, backend="cpu", context=64, kv_cache="bf16")
+    ids, got = list(ref["input_ids"]), []
+    for _ in range(len(ref["greedy_new_tokens"])):
+        logits = np.array(m.step(ids))
+        got.append(int(np.argmax(logits)))
+        ids = [got[-1]]
+    assert got == ref["greedy_new_tokens"]
+    first = np.array(lm.LanguageModel.load(path, backend="cpu", context=64, all_logits=True, kv_cache="bf16").step(ref["input_ids"]))
+    np.testing.assert_allclose(first.reshape(len(ref["input_ids"]), -1), np.array(ref["logits"], dtype=np.float32), atol=5e-2)
+    with pytest.raises(lm.Error, match="the KV cache must be f32 or bf16"):
+        lm.LanguageModel.load(path, backend="cpu", context=64, kv_cache="f16")
+
+
 def test_a_serialized_graph_loads_and_runs_the_same():
     g = lm.Graph()
     x = g.input("x", "f32", ["n", 4])

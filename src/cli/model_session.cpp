@@ -27,6 +27,10 @@ void add_model_options(Args& a) {
               "f32 (the default: f32-faithful logits) or bf16 (prefill's matrix products on bf16 activations, as PyTorch and "
               "llama.cpp run a bf16 model: up to twice as fast where the tensor cores or AMX run them)",
               "f32")
+      .option("--kv-cache", "DTYPE",
+              "f32 (the default: exact) or bf16 (keys and values rounded to bf16 as they are cached, as llama.cpp's f16 cache: half "
+              "the cache's memory and half the bytes a long decode reads; cpu and reference backends)",
+              "f32")
       .flag("--no-cache", "do not read or write the plan cache")
       .flag("--no-jit", "cpu backend: run fused kernels on the kernel interpreter instead of generated C++ (also LUMINAL_JIT=0)")
       .flag("--huge-pages", "cpu backend: copy the weights into transparent huge pages at load (also LUMINAL_HUGEPAGES=1): "
@@ -51,6 +55,7 @@ ModelOptions model_options(const Args& a, bool all_logits) {
   o.huge_pages = a.has("--huge-pages") && !a.has("--no-huge-pages");
   o.packed_weights = !a.has("--no-packed-weights");
   o.bf16_activations = ModelOptions::bf16_activations_named(a.str("--activations"));
+  o.kv_dtype = ModelOptions::kv_dtype_named(a.str("--kv-cache"));
   if (!a.has("--no-cache")) o.cache_dir = a.has("--cache") ? a.str("--cache") : default_cache_dir();
   if (isatty(2)) {
     o.progress = [](const std::string& what, double f) {

@@ -24,6 +24,8 @@ class DecoderBuilder {
 
   void build() {
     if (o_.context <= 0) throw Error("build_decoder: the context length must be positive");
+    if (o_.kv_dtype != DType::F32 && o_.kv_dtype != DType::BF16)
+      throw Error(std::string("build_decoder: the KV cache holds f32 or bf16, not ") + dtype_name(o_.kv_dtype));
     Tensor tokens = input(g_, "tokens", DType::I32, {seq_});
     Tensor embed = weight("model.embed_tokens.weight", {c_.vocab, c_.hidden});
     Tensor h = cast(embedding(embed, tokens), DType::F32);  // [seq, hidden]
@@ -129,10 +131,15 @@ class DecoderBuilder {
       v = permute(v, {1, 0, 2});
       // Write this step's keys and values into the caches at positions past .. past+seq-1.
       Tensor pos = broadcast_to(reshape(iota(g_, past_ + Expr::index(), seq_), {1, seq_, 1}), {kvh, seq_, hd});
-      Tensor kc = input(g_, cache_input_name(l, 'k'), DType::F32, {kvh, o_.context, hd});
-      Tensor vc = input(g_, cache_input_name(l, 'v'), DType::F32, {kvh, o_.context, hd});
-      keys_[l] = slice(scatter(kc, 1, pos, k), 1, 0, total_);
-      values_[l] = slice(scatter(vc, 1, pos, v), 1, 0, total_);
+      // A bf16 cache stores the rounded values and is read widened (the matmuls take the bf16
+      // cache directly: the Cast folds into them).
+      const DType kv = o_.kv_dtype;
+      Tensor kc = input(g_, cache_input_name(l, 'k'), kv, {kvh, o_.context, hd});
+      Tensor vc = input(g_, cache_input_name(l, 'v'), kv, {kvh, o_.context, hd});
+      auto stored = [&](const Tensor& t) { return kv == DType::F32 ? t : cast(t, kv); };
+      auto read = [&](const Tensor& t) { return kv == DType::F32 ? t : f32(t); };
+      keys_[l] = slice(read(scatter(kc, 1, pos, stored(k))), 1, 0, total_);
+      values_[l] = slice(read(scatter(vc, 1, pos, stored(v))), 1, 0, total_);
     }
     Tensor k_all = keys_.at(cache_layer), v_all = values_.at(cache_layer);  // [kvh, total, hd]
     kvh = c_.layer[cache_layer].kv_heads;

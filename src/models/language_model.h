@@ -52,6 +52,11 @@ struct ModelOptions {
   // "f32" or "bf16" (the CLI's --activations, Python's activations=) as bf16_activations; Error
   // naming both for anything else.
   static bool bf16_activations_named(const std::string& activations);
+  // The KV cache's element type (DecoderGraphOptions::kv_dtype): f32, or bf16 for half its
+  // memory and half the bytes a long decode reads (cpu and reference backends; cuda: an Error).
+  DType kv_dtype = DType::F32;
+  // "f32" or "bf16" (the CLI's --kv-cache, Python's kv_cache=) as kv_dtype; Error otherwise.
+  static DType kv_dtype_named(const std::string& kv_cache);
   // Called with what is happening ("loading weights", "compiling") and a fraction done.
   std::function<void(const std::string&, double)> progress;
 };
@@ -117,6 +122,7 @@ class LanguageModel {
   void queue_choice(int64_t tokens);  // the queued step's choice (of a step of `tokens` tokens) as the next token
   CompileResult compiled_;
   int64_t context_ = 0, position_ = 0;
+  DType kv_dtype_ = DType::F32;
   struct QueuedStep {
     int slot;        // of the executor's two choice slots
     int64_t tokens;  // the step's, in position_ already

@@ -20,7 +20,7 @@ struct PyModel {
 };
 
 std::unique_ptr<PyModel> load(const std::string& path, const std::string& backend, int64_t context, int threads, int search,
-                              bool all_logits, const std::string& activations, bool packed_weights) {
+                              bool all_logits, const std::string& activations, bool packed_weights, const std::string& kv_cache) {
   ModelOptions o;
   o.backend = backend;
   o.context = context;
@@ -29,6 +29,7 @@ std::unique_ptr<PyModel> load(const std::string& path, const std::string& backen
   o.all_logits = all_logits;
   o.bf16_activations = ModelOptions::bf16_activations_named(activations);
   o.packed_weights = packed_weights;
+  o.kv_dtype = ModelOptions::kv_dtype_named(kv_cache);
   auto m = std::make_unique<PyModel>();
   m->tokenizer = open_tokenizer(path);
   m->model = std::make_unique<LanguageModel>(LanguageModel::load(path, o));
@@ -71,9 +72,11 @@ void bind_models(py::module_& m) {
   py::class_<PyModel>(m, "LanguageModel", "A loaded LLM: weights, compiled plan, KV cache and tokenizer")
       .def_static("load", &load, py::arg("path"), py::arg("backend") = "cpu", py::arg("context") = 0, py::arg("threads") = 0,
                   py::arg("search") = 0, py::arg("all_logits") = false, py::arg("activations") = "f32", py::arg("packed_weights") = true,
+                  py::arg("kv_cache") = "f32",
                   "a Hugging Face folder (config.json, *.safetensors, tokenizer.json) or a .gguf file; activations='bf16' "
                   "runs prefill's matrix products on bf16 activations (as PyTorch runs a bf16 model); packed_weights=False "
-                  "reads bf16 weights' rows in place instead of packing them at load (cpu backend, where AVX-512 and no AMX)")
+                  "reads bf16 weights' rows in place instead of packing them at load (cpu backend, where AVX-512 and no AMX); "
+                  "kv_cache='bf16' keeps the KV cache in bf16 (half its memory; cpu and reference backends)")
       .def("step", [](PyModel& self, const std::vector<int32_t>& ids) {
         std::vector<float> logits;
         {

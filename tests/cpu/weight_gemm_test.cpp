@@ -72,6 +72,17 @@ TEST(WeightGemm, ShortF32RowsOfAttentionKeys) {
       }
 }
 
+// The same rows in bf16 (a bf16 KV cache's keys, --kv-cache bf16), tight and padded.
+TEST(WeightGemm, ShortBf16RowsOfAttentionKeys) {
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 3, 4, 5})
+    for (int64_t n : {1, 3, 4, 7, 176})
+      for (int64_t k : {16, 48, 64, 128, 256, 272}) {
+        check(m, n, k, DType::BF16, nullptr);
+        check(m, n, k, DType::BF16, &pool, 0);
+      }
+}
+
 TEST(WeightGemm, DecodeShapeOfARealLayer) {
   ThreadPool pool(2);
   check(1, 576, 1536, DType::BF16, &pool);
@@ -127,6 +138,27 @@ TEST(GemmNN, AttentionValueWidthsAgainstDoubleProduct) {
         gemm_nn({a.data(), lda, b.data(), ldb, DType::F32, c.data(), ldc, m, n, k}, m > 2 ? &pool : nullptr);
         testing::expect_double_product(
             c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[i * lda + p]; }, [&](int64_t p, int64_t j) { return b[p * ldb + j]; });
+      }
+}
+
+// bf16 B (a bf16 KV cache's values): the AVX-512 rows read it in place (few rows, widths
+// 16-128), anything else widens it first (144 wide; 16 and 20 rows, which the packed GEMM takes).
+TEST(GemmNN, Bf16ValuesAgainstDoubleProduct) {
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t m : {1, 2, 3, 5, 16, 20})
+    for (int64_t n : {16, 48, 128, 144})
+      for (int64_t k : {1, 7, 176}) {
+        int64_t lda = k + 2, ldb = n + 5, ldc = n + 2;
+        std::vector<float> a(static_cast<size_t>(m * lda)), c(static_cast<size_t>(m * ldc), -7.0f);
+        std::vector<uint16_t> b(static_cast<size_t>(k * ldb));
+        for (float& x : a) x = d(rng);
+        for (uint16_t& x : b) x = f32_to_bf16(d(rng));
+        gemm_nn({a.data(), lda, b.data(), ldb, DType::BF16, c.data(), ldc, m, n, k}, m > 2 ? &pool : nullptr);
+        testing::expect_double_product(
+            c, ldc, m, n, k, -7.0f, [&](int64_t i, int64_t p) { return a[i * lda + p]; },
+            [&](int64_t p, int64_t j) { return bf16_to_f32(b[p * ldb + j]); });
       }
 }
 

@@ -140,13 +140,45 @@ void load_mask(const Reader& r, const std::vector<int64_t>& shape, int64_t count
   pool.parallel_for(count, [&](int64_t b, int64_t e) { load_floats(r, flat, b, e - b, dst + b); }, 16384);
 }
 
+// Keys or values as the products read them: f32 in place or copied (F32Operand), or a bf16 KV
+// cache's rows in place (--kv-cache bf16; weight_gemm and gemm_nn widen them in registers).
+struct KvOperand {
+  std::optional<F32Operand> f32;
+  const uint16_t* bf16 = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+
+  KvOperand(const Reader& r, const std::vector<int64_t>& shape) {
+    if (const auto& st = r.strided(); st && r.dtype() == DType::BF16) {
+      bf16 = reinterpret_cast<const uint16_t*>(r.buffer().bytes());
+      offset = st->offset;
+      strides = st->strides;
+    } else {
+      widen(r, shape);
+    }
+  }
+  KvOperand(const KvOperand&) = delete;
+  KvOperand& operator=(const KvOperand&) = delete;
+  // An f32 copy instead (for the paths that read f32 only).
+  void widen(const Reader& r, const std::vector<int64_t>& shape) {
+    if (f32) return;
+    f32.emplace(r, shape);
+    bf16 = nullptr;
+    offset = f32->offset;
+    strides = f32->strides;
+  }
+  DType dtype() const { return bf16 ? DType::BF16 : DType::F32; }
+  const void* at(int64_t i) const { return bf16 ? static_cast<const void*>(bf16 + i) : static_cast<const void*>(f32->data + i); }
+  const float* f32_at(int64_t i) const { return f32->data + i; }  // after widen
+};
+
 // Decode over a long cache with few heads: each task takes one head's rows and one slice of its
 // keys (flash-decoding): scores by weight_gemm, exp(score - the slice's max), their sum, and
 // the weighted values by gemm_nn; then each row merges its slices, weighted by
 // exp(slice max - row max). A row masked everywhere is NaN, as the reference's 0/0.
 constexpr int64_t kMinSliceKeys = 512;
 
-void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool q_flat, const F32Operand& kt, const F32Operand& v,
+void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool q_flat, const KvOperand& kt, const KvOperand& v,
                              const float* mask, int64_t batch, int64_t m, int64_t k, int64_t nk, int64_t d,
                              const std::vector<int64_t>& q_shape, int64_t slices, float scale, float* o, ThreadPool& pool) {
   const size_t r = q_shape.size();
@@ -181,7 +213,7 @@ void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool
         lda = k;
       }
       scores.resize(static_cast<size_t>(m * nj));
-      weight_gemm({qa, lda, kt.data + kb + j0 * kt.strides[r - 1], kt.strides[r - 1], DType::F32, scores.data(), nj, m, nj, k}, nullptr);
+      weight_gemm({qa, lda, kt.at(kb + j0 * kt.strides[r - 1]), kt.strides[r - 1], kt.dtype(), scores.data(), nj, m, nj, k}, nullptr);
       for (int64_t i = 0; i < m; ++i) {
         float* row = scores.data() + i * nj;
         const float* mr = mask + (bi * m + i) * nk + j0;
@@ -195,7 +227,7 @@ void attention_by_key_slices(const F32Operand* q_whole, const Reader& q_in, bool
         st[2 * i] = mx, st[2 * i + 1] = sum;
       }
       // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
-      gemm_nn({scores.data(), nj, v.data + vb + j0 * v.strides[r - 2], v.strides[r - 2], DType::F32, part, d, m, d, nj}, nullptr);
+      gemm_nn({scores.data(), nj, v.at(vb + j0 * v.strides[r - 2]), v.strides[r - 2], v.dtype(), part, d, m, d, nj}, nullptr);
     }
   });
   for (int64_t bi = 0; bi < batch; ++bi)
@@ -244,7 +276,9 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
   // express (grouped-query attention's q merges its group and sequence dims) is read block by
   // block inside the tasks below (its rows are consecutive in q's flat order), or copied whole
   // for the row-at-a-time path.
-  F32Operand kt(in[1], s[1]), v(in[2], s[2]);
+  KvOperand kt(in[1], s[1]), v(in[2], s[2]);
+  const bool rows_in_place = kt.strides[r - 2] == 1 && v.strides[r - 1] == 1;
+  if (!rows_in_place) kt.widen(in[1], s[1]), v.widen(in[2], s[2]);  // the row-at-a-time path reads f32
   const auto& q_strided = in[0].strided();
   const bool q_in_place = q_strided && in[0].dtype() == DType::F32 && q_strided->strides.back() == 1;
   std::optional<F32Operand> q_whole;
@@ -285,6 +319,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
     // the CUDA kernel leaves out hidden key tiles). Not for a decode's few rows: each step would
     // convert the whole cache.
     const bool bf16_tiles = bf16_activations && (amx_available() || packed_gemm_pairs_bf16()) && k % 32 == 0 && d % 32 == 0 && m >= 16;
+    if (bf16_tiles) kt.widen(in[1], s[1]), v.widen(in[2], s[2]);  // converted from f32 rows below (a prefill: the copy is small beside it)
     const int64_t row_block = bf16_tiles ? 32 : tall_block;
     // The last block takes what is left; on AMX a remainder under 16 rows joins the block before
     // (smaller blocks would go to the GEMV, which multiplies f32 activations).
@@ -317,8 +352,8 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
             keys16.assign(static_cast<size_t>(np * k), 0);
             values16.assign(static_cast<size_t>(d * np), 0);
             rows16.resize(static_cast<size_t>(nk * d));
-            amx_rows_to_bf16(kt.data + kb, kt.strides[r - 1], nk, k, keys16.data(), k);
-            amx_rows_to_bf16(v.data + vb, v.strides[r - 2], nk, d, rows16.data(), d);
+            amx_rows_to_bf16(kt.f32_at(kb), kt.strides[r - 1], nk, k, keys16.data(), k);
+            amx_rows_to_bf16(v.f32_at(vb), v.strides[r - 2], nk, d, rows16.data(), d);
             for (int64_t j = 0; j < nk; ++j)
               for (int64_t e = 0; e < d; ++e) values16[static_cast<size_t>(e * np + j)] = rows16[static_cast<size_t>(j * d + e)];
             converted = bi;
@@ -348,7 +383,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           continue;
         }
         scores.resize(static_cast<size_t>(rows * nk));
-        weight_gemm({qa, lda, kt.data + kb, kt.strides[r - 1], DType::F32, scores.data(), nk, rows, nk, k}, nullptr);
+        weight_gemm({qa, lda, kt.at(kb), kt.strides[r - 1], kt.dtype(), scores.data(), nk, rows, nk, k}, nullptr);
         for (int64_t i = 0; i < rows; ++i) {
           float* row = scores.data() + i * nk;
           const float* mr = mask + (bi * m + i0 + i) * nk;
@@ -356,7 +391,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
           softmax_row(row, row, nk);
         }
         // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
-        gemm_nn({scores.data(), nk, v.data + vb, v.strides[r - 2], DType::F32, o + (bi * m + i0) * d, d, rows, d, nk}, nullptr);
+        gemm_nn({scores.data(), nk, v.at(vb), v.strides[r - 2], v.dtype(), o + (bi * m + i0) * d, d, rows, d, nk}, nullptr);
       }
     });
     return true;
@@ -374,7 +409,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
       const float* qr = q.data + qb + i * q.strides[r - 2];
       const float* mr = mask + row * nk;
       for (int64_t j = 0; j < nk; ++j) {
-        float sc = dot(qr, kt.data + kb + j * kt.strides[r - 1], kt.strides[r - 2], k) * scale;
+        float sc = dot(qr, kt.f32_at(kb + j * kt.strides[r - 1]), kt.strides[r - 2], k) * scale;
         scores[static_cast<size_t>(j)] = mr[j] != 0 ? sc : ninf;
       }
       softmax_row(scores.data(), scores.data(), nk);
@@ -382,7 +417,7 @@ bool attention(const Node& n, const std::vector<Reader>& in, const std::vector<s
       for (int64_t e = 0; e < d; ++e) orow[e] = 0;
       // Masked keys (probability 0) are not skipped: 0 * inf must stay NaN, as in the reference.
       for (int64_t j = 0; j < nk; ++j)
-        axpy(scores[static_cast<size_t>(j)], v.data + vb + j * v.strides[r - 2], v.strides[r - 1], orow, d);
+        axpy(scores[static_cast<size_t>(j)], v.f32_at(vb + j * v.strides[r - 2]), v.strides[r - 1], orow, d);
     }
   }, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, nk * k)));
   return true;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/amx_gemm.h"
 #include "backends/cpu/packed_gemm.h"
@@ -247,7 +248,7 @@ __attribute__((target("avx2,fma"))) void gemm_few_rows(const WeightGemm& g, int6
     for (int64_t i = 0; i < m; ++i) g.c[i * g.ldc + j] = dot_row(g.a + i * g.lda, static_cast<const uint8_t*>(g.w) + j * g.ldw * es, t, k);
 }
 
-// One or two rows of A against short f32 W rows (k a multiple of 16, at most 256: decode
+// One or two rows of A against short f32 or bf16 W rows (k a multiple of 16, at most 256: decode
 // attention's keys, a head's 128 values each, and the query rows of its group of heads): one W
 // row after another, strictly in address order, each sum reduced at its row's end. Reading four
 // W rows in step (64 bytes of each in turn, as the few-row path does) ran at 20 GB/s on two
@@ -280,19 +281,57 @@ __attribute__((target("avx512f"))) void short_rows_f32_avx512(const float* a, in
   }
 }
 
-bool short_rows_f32(const WeightGemm& g, int64_t n0, int64_t n1) {
+// 16 bf16 values widened to f32 (exactly: a bf16 is the high half of its f32).
+__attribute__((target("avx512f"))) inline __m512 load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// The same over bf16 W rows (a bf16 KV cache's keys): half the bytes, widened in registers.
+template <int R>
+__attribute__((target("avx512f"))) void short_rows_bf16_avx512(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, int64_t k,
+                                                               float* c, int64_t ldc, int64_t n0, int64_t n1) {
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint16_t* row = w + j * ldw;
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 32 <= k; p += 32) {
+      const __m512 w0 = load_bf16x16(row + p), w1 = load_bf16x16(row + p + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p + 16), w1, acc[r][1]);
+      }
+    }
+    if (p < k) {  // k = 16 mod 32
+      const __m512 w0 = load_bf16x16(row + p);
+      for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
+    }
+    for (int r = 0; r < R; ++r) c[r * ldc + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+  }
+}
+
+bool short_rows(const WeightGemm& g, int64_t n0, int64_t n1) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512 || g.w_dtype != DType::F32 || g.k % 16 != 0 || g.k > kShortRowMax || g.m > 4) return false;
-  const float* w = static_cast<const float*>(g.w);
+  if (!avx512 || g.k % 16 != 0 || g.k > kShortRowMax || g.m > 4) return false;
   for (int64_t i = 0; i < g.m; i += 2) {
-    if (i + 2 <= g.m) short_rows_f32_avx512<2>(g.a + i * g.lda, g.lda, w, g.ldw, g.k, g.c + i * g.ldc, g.ldc, n0, n1);
-    else short_rows_f32_avx512<1>(g.a + i * g.lda, g.lda, w, g.ldw, g.k, g.c + i * g.ldc, g.ldc, n0, n1);
+    const bool two = i + 2 <= g.m;
+    const float* a = g.a + i * g.lda;
+    float* c = g.c + i * g.ldc;
+    if (g.w_dtype == DType::F32) {
+      const float* w = static_cast<const float*>(g.w);
+      if (two) short_rows_f32_avx512<2>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
+      else short_rows_f32_avx512<1>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
+    } else {
+      const uint16_t* w = static_cast<const uint16_t*>(g.w);
+      if (two) short_rows_bf16_avx512<2>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
+      else short_rows_bf16_avx512<1>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
+    }
   }
   return true;
 }
 
 __attribute__((target("avx2,fma"))) void gemm_rows_avx2(const WeightGemm& g, int64_t n0, int64_t n1) {
-  if (short_rows_f32(g, n0, n1)) return;
+  if (short_rows(g, n0, n1)) return;
   if (g.m == 1) {
     // Rows shorter than a 4 KB page in one stream; longer ones keep four streams, each a page
     // long before it moves on (4096² bf16, 8 KB rows: 24.2-25.2 GB/s four at a time, 23.3-23.4 one).
@@ -345,17 +384,21 @@ __attribute__((target("avx2,fma"))) void nn_row_avx2(const float* a, const float
 // rows' sums in registers. Each lane sums over p in order, as nn_row_avx2 does. Measured on a
 // Qwen3-0.6B layer's decode values (8 heads of 176 keys, 2 rows each, from memory, 2 threads):
 // 37.5 µs against 43 for nn_row_avx2's 32-column strips.
-template <int kBlocks>
-__attribute__((target("avx512f"))) void nn_rows2_avx512(const float* a0, const float* a1, const float* b, int64_t ldb, int64_t k,
+__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) { return load_bf16x16(p); }
+
+// T: f32, or uint16_t for bf16 B rows (a bf16 KV cache's values), widened in registers.
+template <int kBlocks, class T>
+__attribute__((target("avx512f"))) void nn_rows2_avx512(const float* a0, const float* a1, const T* b, int64_t ldb, int64_t k,
                                                         float* c0, float* c1) {
   __m512 s0[kBlocks], s1[kBlocks];
   for (int j = 0; j < kBlocks; ++j) s0[j] = s1[j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
-    const float* row = b + p * ldb;
+    const T* row = b + p * ldb;
     for (int j = 0; j < kBlocks; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + 8 * ldb + 16 * j), _MM_HINT_T0);
     const __m512 x0 = _mm512_set1_ps(a0[p]), x1 = _mm512_set1_ps(a1[p]);
     for (int j = 0; j < kBlocks; ++j) {
-      const __m512 w = _mm512_loadu_ps(row + 16 * j);
+      const __m512 w = load16(row + 16 * j);
       s0[j] = _mm512_fmadd_ps(x0, w, s0[j]);
       s1[j] = _mm512_fmadd_ps(x1, w, s1[j]);
     }
@@ -369,19 +412,29 @@ __attribute__((target("avx512f"))) void nn_rows2_avx512(const float* a0, const f
 // Rows [i0, i1) of C by nn_rows2_avx512 where n is 16-128 in steps of 16 (false otherwise: past
 // 128 the two rows' sums no longer fit the 32 registers); an odd last row goes with itself as
 // its pair, its copy not stored.
-bool nn_rows_avx512(const WeightGemm& g, int64_t i0, int64_t i1) {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  if (!has || g.n % 16 != 0 || g.n < 16 || g.n > 128) return false;
-  using Fn = void (*)(const float*, const float*, const float*, int64_t, int64_t, float*, float*);
-  static constexpr Fn kFns[] = {nn_rows2_avx512<1>, nn_rows2_avx512<2>, nn_rows2_avx512<3>, nn_rows2_avx512<4>,
-                                nn_rows2_avx512<5>, nn_rows2_avx512<6>, nn_rows2_avx512<7>, nn_rows2_avx512<8>};
+template <class T>
+void nn_rows_avx512_of(const WeightGemm& g, int64_t i0, int64_t i1) {
+  using Fn = void (*)(const float*, const float*, const T*, int64_t, int64_t, float*, float*);
+  static constexpr Fn kFns[] = {nn_rows2_avx512<1, T>, nn_rows2_avx512<2, T>, nn_rows2_avx512<3, T>, nn_rows2_avx512<4, T>,
+                                nn_rows2_avx512<5, T>, nn_rows2_avx512<6, T>, nn_rows2_avx512<7, T>, nn_rows2_avx512<8, T>};
   const Fn fn = kFns[g.n / 16 - 1];
-  const float* b = static_cast<const float*>(g.w);
+  const T* b = static_cast<const T*>(g.w);
   for (int64_t i = i0; i < i1; i += 2) {
     const bool pair = i + 1 < i1;
     const float* a0 = g.a + i * g.lda;
     fn(a0, pair ? a0 + g.lda : a0, b, g.ldw, g.k, g.c + i * g.ldc, pair ? g.c + (i + 1) * g.ldc : nullptr);
   }
+}
+
+bool nn_rows_avx512_fits(const WeightGemm& g) {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has && g.n % 16 == 0 && g.n >= 16 && g.n <= 128;
+}
+
+bool nn_rows_avx512(const WeightGemm& g, int64_t i0, int64_t i1) {
+  if (!nn_rows_avx512_fits(g)) return false;
+  if (g.w_dtype == DType::BF16) nn_rows_avx512_of<uint16_t>(g, i0, i1);
+  else nn_rows_avx512_of<float>(g, i0, i1);
   return true;
 }
 
@@ -396,8 +449,19 @@ void nn_row_scalar(const float* a, const float* b, int64_t ldb, int64_t n, int64
 }  // namespace
 
 void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
-  if (g.w_dtype != DType::F32) throw Error("gemm_nn: B must be f32");
+  if (g.w_dtype != DType::F32 && g.w_dtype != DType::BF16) throw Error(std::string("gemm_nn: B must be f32 or bf16, got ") + dtype_name(g.w_dtype));
   if (g.m <= 0 || g.n <= 0) return;
+  // bf16 B (a bf16 KV cache's values): read in place by the AVX-512 rows; anything else widens
+  // B once, O(k·n) against the product's O(m·k·n).
+  if (g.w_dtype == DType::BF16 && !(g.m < kPackedNNMinRows && nn_rows_avx512_fits(g))) {
+    std::vector<float> wide(static_cast<size_t>(g.k * g.n));
+    const uint16_t* b = static_cast<const uint16_t*>(g.w);
+    for (int64_t p = 0; p < g.k; ++p)
+      for (int64_t j = 0; j < g.n; ++j) wide[static_cast<size_t>(p * g.n + j)] = bf16_to_f32(b[p * g.ldw + j]);
+    WeightGemm f = g;
+    f.w = wide.data(), f.ldw = g.n, f.w_dtype = DType::F32;
+    return gemm_nn(f, pool);
+  }
   if (g.m >= kPackedNNMinRows && g.k >= kPackedNNMinK && weight_gemm_has_avx2()) return packed_gemm_nn(g, pool);
   const float* b = static_cast<const float*>(g.w);
   auto rows = [&](int64_t i0, int64_t i1) {

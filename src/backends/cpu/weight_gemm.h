@@ -30,8 +30,8 @@ struct WeightGemm {
 // Runs on `pool` (nullptr: the calling thread only), splitting W's rows across threads.
 void weight_gemm(const WeightGemm& g, ThreadPool* pool);
 
-// C = A · B with B f32 [k, n] row-major (rows contiguous along n): attention's probabilities
-// times values. Same fields; `w` is B with row stride ldw, w_dtype must be F32.
+// C = A · B with B f32 or bf16 [k, n] row-major (rows contiguous along n): attention's
+// probabilities times values (bf16: a bf16 KV cache's). Same fields; `w` is B with row stride ldw.
 void gemm_nn(const WeightGemm& g, ThreadPool* pool);
 
 // A decode GEMV's chunk, in units of `unit_bytes` of W, that threads take from a shared counter:
