@@ -59,28 +59,19 @@ TEST(WeightGemm, GemvOfBf16WeightsWithEvenAndOddRowStrides) {
       }
 }
 
-// Short f32 rows (k a multiple of 16 up to 256: decode attention's keys) with one to four rows of
-// A take their own AVX-512 path: four W rows at a time and a tail of one to three; also rows
-// packed tightly (stride k, as a KV cache holds them) and k just past the path (272, 264).
-TEST(WeightGemm, ShortF32RowsOfAttentionKeys) {
+// Short rows (k a multiple of 16 up to 256: decode attention's keys, f32 or a bf16 cache's) with
+// one to four rows of A take their own AVX-512 path: four W rows at a time and a tail of one to
+// three; also rows packed tightly (stride k, as a KV cache holds them) and k just past the path
+// (272, 264).
+TEST(WeightGemm, ShortRowsOfAttentionKeys) {
   ThreadPool pool(2);
-  for (int64_t m : {1, 2, 3, 4, 5})
-    for (int64_t n : {1, 3, 4, 7, 176})
-      for (int64_t k : {16, 64, 128, 256, 264, 272}) {
-        check(m, n, k, DType::F32, nullptr);
-        check(m, n, k, DType::F32, &pool, 0);
-      }
-}
-
-// The same rows in bf16 (a bf16 KV cache's keys, --kv-cache bf16), tight and padded.
-TEST(WeightGemm, ShortBf16RowsOfAttentionKeys) {
-  ThreadPool pool(2);
-  for (int64_t m : {1, 2, 3, 4, 5})
-    for (int64_t n : {1, 3, 4, 7, 176})
-      for (int64_t k : {16, 48, 64, 128, 256, 272}) {
-        check(m, n, k, DType::BF16, nullptr);
-        check(m, n, k, DType::BF16, &pool, 0);
-      }
+  for (DType t : {DType::F32, DType::BF16})
+    for (int64_t m : {1, 2, 3, 4, 5})
+      for (int64_t n : {1, 3, 4, 7, 176})
+        for (int64_t k : {16, 48, 64, 128, 256, 264, 272}) {
+          check(m, n, k, t, nullptr);
+          check(m, n, k, t, &pool, 0);
+        }
 }
 
 TEST(WeightGemm, DecodeShapeOfARealLayer) {

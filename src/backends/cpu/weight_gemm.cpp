@@ -258,75 +258,50 @@ __attribute__((target("avx2,fma"))) void gemm_few_rows(const WeightGemm& g, int6
 // ~1K positions): four rows in one pass ran at 19-20 GB/s there, FMA- and load-bound.
 constexpr int64_t kShortRowMax = 256;
 
-template <int R>
-__attribute__((target("avx512f"))) void short_rows_f32_avx512(const float* a, int64_t lda, const float* w, int64_t ldw, int64_t k, float* c,
-                                                              int64_t ldc, int64_t n0, int64_t n1) {
+// 16 values widened to f32: f32 as they are, bf16 exactly (a bf16 is the high half of its f32).
+__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// T: f32 W rows, or uint16_t for bf16 ones (a bf16 KV cache's keys: half the bytes).
+template <int R, class T>
+__attribute__((target("avx512f"))) void short_rows_avx512(const float* a, int64_t lda, const T* w, int64_t ldw, int64_t k, float* c,
+                                                          int64_t ldc, int64_t n0, int64_t n1) {
   for (int64_t j = n0; j < n1; ++j) {
-    const float* row = w + j * ldw;
+    const T* row = w + j * ldw;
     __m512 acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 32 <= k; p += 32) {
-      const __m512 w0 = _mm512_loadu_ps(row + p), w1 = _mm512_loadu_ps(row + p + 16);
+      const __m512 w0 = load16(row + p), w1 = load16(row + p + 16);
       for (int r = 0; r < R; ++r) {
         acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p + 16), w1, acc[r][1]);
       }
     }
     if (p < k) {  // k = 16 mod 32
-      const __m512 w0 = _mm512_loadu_ps(row + p);
+      const __m512 w0 = load16(row + p);
       for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
     }
     for (int r = 0; r < R; ++r) c[r * ldc + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
   }
 }
 
-// 16 bf16 values widened to f32 (exactly: a bf16 is the high half of its f32).
-__attribute__((target("avx512f"))) inline __m512 load_bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-}
-
-// The same over bf16 W rows (a bf16 KV cache's keys): half the bytes, widened in registers.
-template <int R>
-__attribute__((target("avx512f"))) void short_rows_bf16_avx512(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, int64_t k,
-                                                               float* c, int64_t ldc, int64_t n0, int64_t n1) {
-  for (int64_t j = n0; j < n1; ++j) {
-    const uint16_t* row = w + j * ldw;
-    __m512 acc[R][2];
-    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    int64_t p = 0;
-    for (; p + 32 <= k; p += 32) {
-      const __m512 w0 = load_bf16x16(row + p), w1 = load_bf16x16(row + p + 16);
-      for (int r = 0; r < R; ++r) {
-        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p + 16), w1, acc[r][1]);
-      }
-    }
-    if (p < k) {  // k = 16 mod 32
-      const __m512 w0 = load_bf16x16(row + p);
-      for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + p), w0, acc[r][0]);
-    }
-    for (int r = 0; r < R; ++r) c[r * ldc + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+template <class T>
+void short_rows_of(const WeightGemm& g, int64_t n0, int64_t n1) {
+  const T* w = static_cast<const T*>(g.w);
+  for (int64_t i = 0; i < g.m; i += 2) {
+    if (i + 2 <= g.m) short_rows_avx512<2>(g.a + i * g.lda, g.lda, w, g.ldw, g.k, g.c + i * g.ldc, g.ldc, n0, n1);
+    else short_rows_avx512<1>(g.a + i * g.lda, g.lda, w, g.ldw, g.k, g.c + i * g.ldc, g.ldc, n0, n1);
   }
 }
 
 bool short_rows(const WeightGemm& g, int64_t n0, int64_t n1) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   if (!avx512 || g.k % 16 != 0 || g.k > kShortRowMax || g.m > 4) return false;
-  for (int64_t i = 0; i < g.m; i += 2) {
-    const bool two = i + 2 <= g.m;
-    const float* a = g.a + i * g.lda;
-    float* c = g.c + i * g.ldc;
-    if (g.w_dtype == DType::F32) {
-      const float* w = static_cast<const float*>(g.w);
-      if (two) short_rows_f32_avx512<2>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
-      else short_rows_f32_avx512<1>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
-    } else {
-      const uint16_t* w = static_cast<const uint16_t*>(g.w);
-      if (two) short_rows_bf16_avx512<2>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
-      else short_rows_bf16_avx512<1>(a, g.lda, w, g.ldw, g.k, c, g.ldc, n0, n1);
-    }
-  }
+  if (g.w_dtype == DType::F32) short_rows_of<float>(g, n0, n1);
+  else short_rows_of<uint16_t>(g, n0, n1);
   return true;
 }
 
@@ -384,9 +359,6 @@ __attribute__((target("avx2,fma"))) void nn_row_avx2(const float* a, const float
 // rows' sums in registers. Each lane sums over p in order, as nn_row_avx2 does. Measured on a
 // Qwen3-0.6B layer's decode values (8 heads of 176 keys, 2 rows each, from memory, 2 threads):
 // 37.5 µs against 43 for nn_row_avx2's 32-column strips.
-__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-__attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) { return load_bf16x16(p); }
-
 // T: f32, or uint16_t for bf16 B rows (a bf16 KV cache's values), widened in registers.
 template <int kBlocks, class T>
 __attribute__((target("avx512f"))) void nn_rows2_avx512(const float* a0, const float* a1, const T* b, int64_t ldb, int64_t k,
