@@ -35,10 +35,15 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
   if (!gs->strides[2].is_const(0) || !ds->strides[2].is_const(0)) return std::nullopt;
   const int64_t x_bytes = (*H * 4 + 127) / 128 * 128, stage_bytes = kExpertsInOneSharedBytes - x_bytes;
   if (stage_bytes < 16 * 1024) return std::nullopt;  // x alone would fill shared memory
+  // x's values a thread keeps in registers while the experts are listed, and h's a lane keeps
+  // for its expert's down rows (8 a chunk): bounded so that neither spills.
+  const int64_t x_per_thread = (*H + kBlockThreads - 1) / kBlockThreads, h_chunks = (*I + 255) / 256;
+  if (x_per_thread > 32 || h_chunks > 8) return std::nullopt;
   const NormPrologue* norm = x.norm;
   const bool gain = norm && norm->gain, gain_bf16 = gain && norm->gain_dtype == DType::BF16;
   if (gain && norm->gain_dtype != DType::F32 && !gain_bf16) return std::nullopt;
   const std::string GSO = c(gs->offset), GS0 = c(gs->strides[0]), DSO = c(ds->offset), DS0 = c(ds->strides[0]);
+  const std::string down_rows = "(const uint16_t*)lm_db + " + c(db->offset) + " + lm_act[lm_t] * " + c(db->strides[0]) + " + lm_j0 * lm_h";
   std::ostringstream s;
   s << "  const long long lm_E = " << *E << ", lm_m = " << c(a->shape[1]) << ", lm_kk = " << *H << ", lm_h = " << *I << ", lm_n = " << *N << ";\n"
     << "  if (lm_m != 1) __trap();  // the executor runs it for one token's row alone\n"
@@ -48,40 +53,39 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "  __shared__ int lm_act[" << *E << "];\n"
     << "  __shared__ unsigned lm_on_bits[" << (*E + 31) / 32 << "];\n"
     << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
-    << "  __shared__ float lm_gsc[" << *E << "], lm_dsc[" << *E << "];  // the chosen experts' scales, by slot\n"
+    << "  __shared__ float lm_gse[" << *E << "], lm_dse[" << *E << "];  // the scales, by expert\n"
     << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][16];\n"
     << "  __shared__ __align__(8) unsigned long long lm_bar;\n"
     << "  float* lm_hs = (float*)lm_out1;  // [chosen, h]: the gated products, for every block's down rows\n"
     << "  unsigned* lm_sync = (unsigned*)lm_out2;  // the grid barrier's count and generation\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
-    // 1. The experts row 0 chooses: a nonzero gate/up or down scale, in order.
+    // 1. x's values into registers, their loads in flight with the scales' below: one wait on L2
+    // for both. (Loads issued after the bulk copies below would queue behind the block's 200 KB.)
+    << "  float lm_xr[" << x_per_thread << "];\n"
+    << "  #pragma unroll\n"
+    << "  for (int lm_i = 0; lm_i < " << x_per_thread << "; ++lm_i) {\n"
+    << "    const long long lm_k = threadIdx.x + lm_i * " << kBlockThreads << ";\n"
+    << "    lm_xr[lm_i] = lm_k < lm_kk ? ((const float*)lm_ga)[" << c(a->offset) << " + lm_k] : 0.0f;\n"
+    << "  }\n"
+    // 2. The experts row 0 chooses (a nonzero gate/up or down scale), in order, and their scales.
     << "  if (threadIdx.x == 0) lm_nact = 0;\n  __syncthreads();\n"
     << "  for (long long lm_c0 = 0; lm_c0 < lm_E; lm_c0 += blockDim.x) {\n"
     << "    const long long lm_cb = lm_c0 + threadIdx.x;\n    bool lm_on = false;\n"
-    << "    if (lm_cb < lm_E) lm_on = ((const float*)lm_gs)[" << GSO << " + lm_cb * " << GS0 << "] != 0.0f || ((const float*)lm_ds)[" << DSO
-    << " + lm_cb * " << DS0 << "] != 0.0f;\n"
+    << "    if (lm_cb < lm_E) {\n"
+    << "      const float lm_gv = ((const float*)lm_gs)[" << GSO << " + lm_cb * " << GS0 << "], lm_dv = ((const float*)lm_ds)[" << DSO << " + lm_cb * "
+    << DS0 << "];\n"
+    << "      lm_gse[lm_cb] = lm_gv, lm_dse[lm_cb] = lm_dv;\n"
+    << "      lm_on = lm_gv != 0.0f || lm_dv != 0.0f;\n"
+    << "    }\n"
     << append_listed("    ", "lm_cb", "lm_E", "lm_on_bits", "lm_act", "lm_nact") << "  }\n"
     << "  const int lm_na = lm_nact;\n"
-    // The scales once, into shared memory: a short unit (a row pair) must not wait on L2 for them.
-    << "  for (int lm_t = threadIdx.x; lm_t < lm_na; lm_t += blockDim.x) {\n"
-    << "    lm_gsc[lm_t] = ((const float*)lm_gs)[" << GSO << " + lm_act[lm_t] * " << GS0 << "];\n"
-    << "    lm_dsc[lm_t] = ((const float*)lm_ds)[" << DSO << " + lm_act[lm_t] * " << DS0 << "];\n"
-    << "  }\n"
-    // 2. The block's output columns, and their rows of the first chosen experts' down weights
-    // copied into shared memory by the tensor memory accelerator while the gate/up pairs stream.
-    << "  const long long lm_j0 = lm_n * blockIdx.x / gridDim.x, lm_rows = lm_n * (blockIdx.x + 1) / gridDim.x - lm_j0;\n"
-    << "  const long long lm_slot_bytes = lm_rows * lm_h * 2;\n"
-    << "  const int lm_staged = lm_slot_bytes > 0 ? (int)min((long long)lm_na, " << stage_bytes << "LL / lm_slot_bytes) : 0;\n"
-    << "  if (threadIdx.x == 0 && lm_staged > 0) {\n"
-    << "    lm_bulk_expect(&lm_bar, (unsigned)(lm_staged * lm_slot_bytes));\n"
-    << "    for (int lm_t = 0; lm_t < lm_staged; ++lm_t)\n"
-    << "      lm_bulk_copy(lm_stage + lm_t * lm_slot_bytes, (const uint16_t*)lm_db + " << c(db->offset) << " + lm_act[lm_t] * " << c(db->strides[0])
-    << " + lm_j0 * lm_h, (unsigned)lm_slot_bytes, &lm_bar);\n"
-    << "  }\n"
     // 3. x into shared memory (times the gain); with a norm, the row's sum of squares.
     << "  float lm_q = 0.0f;\n"
-    << "  for (long long lm_k = threadIdx.x; lm_k < lm_kk; lm_k += blockDim.x) {\n"
-    << "    float lm_v = ((const float*)lm_ga)[" << c(a->offset) << " + lm_k];\n";
+    << "  #pragma unroll\n"
+    << "  for (int lm_i = 0; lm_i < " << x_per_thread << "; ++lm_i) {\n"
+    << "    const long long lm_k = threadIdx.x + lm_i * " << kBlockThreads << ";\n"
+    << "    if (lm_k >= lm_kk) break;\n"
+    << "    float lm_v = lm_xr[lm_i];\n";
   if (norm) s << "    lm_q = __fmaf_rn(lm_v, lm_v, lm_q);\n";
   if (gain)
     s << "    lm_v *= " << (gain_bf16 ? "lm_bf16_f32(((const uint16_t*)lm_gain)[" : "(((const float*)lm_gain)[") << c(norm->gain_offset) << " + lm_k]);\n";
@@ -90,14 +94,28 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     s << "  lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
       << "  const float lm_f = 1.0f / sqrtf(lm_q * (1.0f / (float)lm_kk) + " << float_lit(norm->eps) << ");\n";
   s << "  __syncthreads();\n"
-    // 4. A warp per (chosen expert, gate row and its up row): x from shared memory, eight 16-byte
+    // 4. The block's output columns, and their rows of the first chosen experts' down weights
+    // copied into shared memory by the tensor memory accelerator while the gate/up pairs stream.
+    // The stage is what the launch gave past x (%dynamic_smem_size).
+    << "  const long long lm_j0 = lm_n * blockIdx.x / gridDim.x, lm_rows = lm_n * (blockIdx.x + 1) / gridDim.x - lm_j0;\n"
+    << "  const long long lm_slot_bytes = lm_rows * lm_h * 2;\n"
+    << "  unsigned lm_dsmem;\n"
+    << "  asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(lm_dsmem));\n"
+    << "  const long long lm_stage_bytes = (long long)lm_dsmem - " << x_bytes << ";\n"
+    << "  const int lm_staged = lm_slot_bytes > 0 && lm_stage_bytes > 0 ? (int)min((long long)lm_na, lm_stage_bytes / lm_slot_bytes) : 0;\n"
+    << "  if (threadIdx.x == 0 && lm_staged > 0) {\n"
+    << "    lm_bulk_expect(&lm_bar, (unsigned)(lm_staged * lm_slot_bytes));\n"
+    << "    for (int lm_t = 0; lm_t < lm_staged; ++lm_t)\n"
+    << "      lm_bulk_copy(lm_stage + lm_t * lm_slot_bytes, " << down_rows << ", (unsigned)lm_slot_bytes, &lm_bar);\n"
+    << "  }\n"
+    // 5. A warp per (chosen expert, gate row and its up row): x from shared memory, eight 16-byte
     // loads of each row in flight a lane (a 2048-wide row whole: with four, the experts streamed
     // slower than the generated GEMV's); the gated product's value to lm_hs.
     << "  for (long long lm_p = blockIdx.x * (long long)lm_warps + lm_warp; lm_p < (long long)lm_na * lm_h; lm_p += (long long)gridDim.x * lm_warps) {\n"
     << "    const int lm_t = (int)(lm_p / lm_h);\n"
     << "    const long long lm_j = lm_p - lm_t * lm_h;\n"
     << "    const int lm_e = lm_act[lm_t];\n"
-    << "    const float lm_sc = lm_gsc[lm_t];\n"
+    << "    const float lm_sc = lm_gse[lm_e];\n"
     << "    float lm_g = 0.0f, lm_u = 0.0f;\n"
     << "    if (lm_sc != 0.0f) {\n"
     << "      const uint16_t* lm_G = (const uint16_t*)lm_gb + " << c(gb->offset) << " + lm_e * " << c(gb->strides[0]) << " + lm_j * "
@@ -126,7 +144,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << (norm ? "      lm_gv *= lm_f;\n      lm_uv *= lm_f;\n" : "") << x.gated_value("lm_gv", "lm_uv", "lm_hv", "      ")
     << "      lm_hs[lm_t * lm_h + lm_j] = lm_hv;\n"
     << "    }\n  }\n"
-    // 5. Every block's products are in: a grid barrier (every block is resident: one a
+    // 6. Every block's products are in: a grid barrier (every block is resident: one a
     // multiprocessor), after which the kernels behind this one may start.
     << "  __syncthreads();\n"
     << "  if (threadIdx.x == 0) {\n"
@@ -137,35 +155,54 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "    else do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_cur) : \"l\"(lm_sync + 1) : \"memory\"); while (lm_cur == lm_gen);\n"
     << "  }\n  __syncthreads();\n"
     << "  lm_grid_release();\n"
+    // 7. The block's output columns, 16 at a time: warp w takes chosen experts w, w + warps, ..,
+    // each lane 8 of h's values a chunk, held in registers (the first expert's loaded before the
+    // staged rows are waited for); the down rows from shared memory where staged, else from
+    // memory; the 16 sums over the lanes by halving, then over the warps, then the sum's epilogue.
+    << "  float4 lm_hr[" << h_chunks << "][2];\n"
+    << "  auto lm_load_h = [&](int lm_t) {\n"
+    << "    const float* lm_hp = lm_hs + lm_t * lm_h;\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_c = 0; lm_c < " << h_chunks << "; ++lm_c) {\n"
+    << "      const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
+    << "      const bool lm_in = lm_k < lm_h;\n"
+    << "      lm_hr[lm_c][0] = lm_in ? __ldcg((const float4*)(lm_hp + lm_k)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
+    << "      lm_hr[lm_c][1] = lm_in ? __ldcg((const float4*)(lm_hp + lm_k + 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
+    << "    }\n"
+    << "  };\n"
+    << "  if (lm_warp < lm_na) lm_load_h(lm_warp);\n"
     << "  if (lm_staged > 0) lm_bulk_wait(&lm_bar);\n"
-    // 6. The block's output columns, 16 at a time: warp w takes chosen experts w, w + warps, ..
-    // (its down rows from shared memory where staged), each lane 8 of h's values at a time; the
-    // 16 sums over the lanes by halving, then over the warps, then the sum's epilogue.
     << "  for (long long lm_r0 = 0; lm_r0 < lm_rows; lm_r0 += 16) {\n"
     << "    float lm_pr[16];\n"
     << "    #pragma unroll\n    for (int lm_i = 0; lm_i < 16; ++lm_i) lm_pr[lm_i] = 0.0f;\n"
     << "    for (int lm_t = lm_warp; lm_t < lm_na; lm_t += lm_warps) {\n"
-    << "      const int lm_e = lm_act[lm_t];\n"
-    << "      const float lm_sc = lm_dsc[lm_t];\n"
+    << "      if (lm_t != lm_warp || lm_r0 > 0) lm_load_h(lm_t);\n"
+    << "      const float lm_sc = lm_dse[lm_act[lm_t]];\n"
     << "      if (lm_sc == 0.0f) continue;\n"
-    << "      const bool lm_in_stage = lm_t < lm_staged;\n"
-    << "      const uint16_t* lm_W = lm_in_stage ? (const uint16_t*)(lm_stage + lm_t * lm_slot_bytes)\n"
-    << "                                         : (const uint16_t*)lm_db + " << c(db->offset) << " + lm_e * " << c(db->strides[0]) << " + lm_j0 * lm_h;\n"
-    << "      const float* lm_hr = lm_hs + lm_t * lm_h;\n"
     << "      float lm_d[16];\n"
     << "      #pragma unroll\n      for (int lm_i = 0; lm_i < 16; ++lm_i) lm_d[lm_i] = 0.0f;\n"
-    // h's chunks a lane takes, a constant count unrolled, so that their L2 loads go out together.
-    << "      #pragma unroll\n"
-    << "      for (int lm_c = 0; lm_c < " << (*I + 255) / 256 << "; ++lm_c) {\n"
-    << "        const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
-    << "        if (lm_k >= lm_h) break;\n"
-    << "        const float4 lm_ha = __ldcg((const float4*)(lm_hr + lm_k)), lm_hb = __ldcg((const float4*)(lm_hr + lm_k + 4));\n"
+    << "      if (lm_t < lm_staged) {  // shared-memory loads, not generic ones\n"
+    << "        const uint4* lm_W = (const uint4*)(lm_stage + lm_t * lm_slot_bytes);\n"
     << "        #pragma unroll\n"
-    << "        for (int lm_i = 0; lm_i < 16; ++lm_i)\n"
-    << "          if (lm_r0 + lm_i < lm_rows) {\n"
-    << "            const uint4* lm_w = (const uint4*)(lm_W + (lm_r0 + lm_i) * lm_h + lm_k);\n"
-    << "            lm_d[lm_i] = lm_dot8(lm_in_stage ? *lm_w : __ldcs(lm_w), lm_ha, lm_hb, lm_d[lm_i]);\n"
-    << "          }\n      }\n"
+    << "        for (int lm_c = 0; lm_c < " << h_chunks << "; ++lm_c) {\n"
+    << "          const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
+    << "          if (lm_k < lm_h) {\n"
+    << "            #pragma unroll\n"
+    << "            for (int lm_i = 0; lm_i < 16; ++lm_i)\n"
+    << "              if (lm_r0 + lm_i < lm_rows) lm_d[lm_i] = lm_dot8(lm_W[((lm_r0 + lm_i) * lm_h + lm_k) / 8], lm_hr[lm_c][0], lm_hr[lm_c][1], lm_d[lm_i]);\n"
+    << "          }\n        }\n"
+    << "      } else {\n"
+    << "        const uint16_t* lm_W = " << down_rows << ";\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_c = 0; lm_c < " << h_chunks << "; ++lm_c) {\n"
+    << "          const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
+    << "          if (lm_k < lm_h) {\n"
+    << "            #pragma unroll\n"
+    << "            for (int lm_i = 0; lm_i < 16; ++lm_i)\n"
+    << "              if (lm_r0 + lm_i < lm_rows)\n"
+    << "                lm_d[lm_i] = lm_dot8(__ldcs((const uint4*)(lm_W + (lm_r0 + lm_i) * lm_h + lm_k)), lm_hr[lm_c][0], lm_hr[lm_c][1], lm_d[lm_i]);\n"
+    << "          }\n        }\n"
+    << "      }\n"
     << "      #pragma unroll\n      for (int lm_i = 0; lm_i < 16; ++lm_i) lm_pr[lm_i] = __fmaf_rn(lm_sc, lm_d[lm_i], lm_pr[lm_i]);\n"
     << "    }\n"
     << "    lm_halve_rows<8>(lm_pr, lm_lane, 16);\n    lm_halve_rows<4>(lm_pr, lm_lane, 8);\n"
