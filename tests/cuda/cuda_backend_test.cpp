@@ -4,9 +4,8 @@
 // and agrees with the reference interpreter at several values of its dynamic dim.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <set>
