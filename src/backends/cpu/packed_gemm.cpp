@@ -144,13 +144,24 @@ __attribute__((target("avx2,fma"), noinline)) void pack_b_transposed(const uint8
     for (int c = 0; c < tile_nr; ++c) dst[p * tile_nr + c] = c < nr ? load1_w(w + c * stride + p * es, BF16) : 0.0f;
 }
 
-// B rows [p0, p0 + kc) × cols [j, j + nr) of a row-major [k, n] f32 matrix into dst[p * tile_nr + c].
-__attribute__((target("avx2,fma"))) void pack_b_rows(const float* b, int64_t ldb, int nr, int64_t kc, float* dst, int tile_nr) {
-  for (int64_t p = 0; p < kc; ++p, b += ldb, dst += tile_nr) {
+// B rows [p0, p0 + kc) × cols [j, j + nr) of a row-major [k, n] f32 or bf16 matrix (ldb in
+// elements; bf16: a bf16 KV cache's values, widened exactly) into dst[p * tile_nr + c].
+template <bool BF16>
+__attribute__((target("avx2,fma"))) void pack_b_rows(const uint8_t* b, int64_t ldb, int nr, int64_t kc, float* dst, int tile_nr) {
+  constexpr size_t es = BF16 ? 2 : 4;
+  const size_t stride = static_cast<size_t>(ldb) * es;
+  for (int64_t p = 0; p < kc; ++p, b += stride, dst += tile_nr) {
     if (nr == tile_nr) {
-      for (int c = 0; c < tile_nr; c += 8) _mm256_store_ps(dst + c, _mm256_loadu_ps(b + c));
+      for (int c = 0; c < tile_nr; c += 8) {
+        if constexpr (BF16) {
+          const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + c * es)));
+          _mm256_store_ps(dst + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        } else {
+          _mm256_store_ps(dst + c, _mm256_loadu_ps(reinterpret_cast<const float*>(b) + c));
+        }
+      }
     } else {
-      for (int c = 0; c < tile_nr; ++c) dst[c] = c < nr ? b[c] : 0.0f;
+      for (int c = 0; c < tile_nr; ++c) dst[c] = c < nr ? load1_w(b + c * es, BF16) : 0.0f;
     }
   }
 }
@@ -469,7 +480,11 @@ __attribute__((target("avx2,fma"))) void run_block(const Job& job, int64_t i0, i
         const int nr = static_cast<int>(std::min<int64_t>(t.nr, nc - jr));
         const uint8_t* w = static_cast<const uint8_t*>(g.w) + static_cast<size_t>((jc + jr) * g.ldw + pc) * es;
         if (g.panels) pack_b_from_panels(loaded_panel(jr), pc, kc, panel(jr, kc), t.nr);
-        else if (job.b_row_major) pack_b_rows(static_cast<const float*>(g.w) + pc * g.ldw + jc + jr, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        else if (job.b_row_major) {
+          const uint8_t* b = static_cast<const uint8_t*>(g.w) + static_cast<size_t>(pc * g.ldw + jc + jr) * es;
+          if (bf16) pack_b_rows<true>(b, g.ldw, nr, kc, panel(jr, kc), t.nr);
+          else pack_b_rows<false>(b, g.ldw, nr, kc, panel(jr, kc), t.nr);
+        }
         else if (t.pairs)
           pack_b_pairs(reinterpret_cast<const uint16_t*>(w), g.ldw, nr, kc, reinterpret_cast<uint32_t*>(panel(jr, kc)), t.nr);
         else if (bf16) pack_b_transposed<true>(w, g.ldw, nr, kc, panel(jr, kc), t.nr);

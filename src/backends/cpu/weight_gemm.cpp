@@ -423,9 +423,10 @@ void nn_row_scalar(const float* a, const float* b, int64_t ldb, int64_t n, int64
 void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
   if (g.w_dtype != DType::F32 && g.w_dtype != DType::BF16) throw Error(std::string("gemm_nn: B must be f32 or bf16, got ") + dtype_name(g.w_dtype));
   if (g.m <= 0 || g.n <= 0) return;
-  // bf16 B (a bf16 KV cache's values): read in place by the AVX-512 rows; anything else widens
-  // B once, O(k·n) against the product's O(m·k·n).
-  if (g.w_dtype == DType::BF16 && !(g.m < kPackedNNMinRows && nn_rows_avx512_fits(g))) {
+  // bf16 B (a bf16 KV cache's values) is widened where it is read: while packing, or in the
+  // AVX-512 rows' registers.
+  if (g.m >= kPackedNNMinRows && g.k >= kPackedNNMinK && weight_gemm_has_avx2()) return packed_gemm_nn(g, pool);
+  if (g.w_dtype == DType::BF16 && !nn_rows_avx512_fits(g)) {  // else: B widened once, O(k·n) beside O(m·k·n)
     std::vector<float> wide(static_cast<size_t>(g.k * g.n));
     const uint16_t* b = static_cast<const uint16_t*>(g.w);
     for (int64_t p = 0; p < g.k; ++p)
@@ -434,7 +435,6 @@ void gemm_nn(const WeightGemm& g, ThreadPool* pool) {
     f.w = wide.data(), f.ldw = g.n, f.w_dtype = DType::F32;
     return gemm_nn(f, pool);
   }
-  if (g.m >= kPackedNNMinRows && g.k >= kPackedNNMinK && weight_gemm_has_avx2()) return packed_gemm_nn(g, pool);
   const float* b = static_cast<const float*>(g.w);
   auto rows = [&](int64_t i0, int64_t i1) {
     if (nn_rows_avx512(g, i0, i1)) return;
