@@ -44,6 +44,14 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
   if (gain && norm->gain_dtype != DType::F32 && !gain_bf16) return std::nullopt;
   const std::string GSO = c(gs->offset), GS0 = c(gs->strides[0]), DSO = c(ds->offset), DS0 = c(ds->strides[0]);
   const std::string down_rows = "(const uint16_t*)lm_db + " + c(db->offset) + " + lm_act[lm_t] * " + c(db->strides[0]) + " + lm_j0 * lm_h";
+  // A warp's 16 output columns of one chosen expert's down rows, each row's eight values at `row8`
+  // (staged in shared memory or read from global memory), against the lane's h values.
+  auto down_products = [&](const std::string& row8) {
+    return "        #pragma unroll\n        for (int lm_c = 0; lm_c < " + std::to_string(h_chunks) +
+           "; ++lm_c) {\n          const long long lm_k = lm_lane * 8 + lm_c * 256;\n          if (lm_k < lm_h) {\n"
+           "            #pragma unroll\n            for (int lm_i = 0; lm_i < 16; ++lm_i)\n              if (lm_r0 + lm_i < lm_rows)\n"
+           "                lm_d[lm_i] = lm_dot8(" + row8 + ", lm_hr[lm_c][0], lm_hr[lm_c][1], lm_d[lm_i]);\n          }\n        }\n";
+  };
   std::ostringstream s;
   s << "  const long long lm_E = " << *E << ", lm_m = " << c(a->shape[1]) << ", lm_kk = " << *H << ", lm_h = " << *I << ", lm_n = " << *N << ";\n"
     << "  if (lm_m != 1) __trap();  // the executor runs it for one token's row alone\n"
@@ -183,25 +191,10 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "      #pragma unroll\n      for (int lm_i = 0; lm_i < 16; ++lm_i) lm_d[lm_i] = 0.0f;\n"
     << "      if (lm_t < lm_staged) {  // shared-memory loads, not generic ones\n"
     << "        const uint4* lm_W = (const uint4*)(lm_stage + lm_t * lm_slot_bytes);\n"
-    << "        #pragma unroll\n"
-    << "        for (int lm_c = 0; lm_c < " << h_chunks << "; ++lm_c) {\n"
-    << "          const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
-    << "          if (lm_k < lm_h) {\n"
-    << "            #pragma unroll\n"
-    << "            for (int lm_i = 0; lm_i < 16; ++lm_i)\n"
-    << "              if (lm_r0 + lm_i < lm_rows) lm_d[lm_i] = lm_dot8(lm_W[((lm_r0 + lm_i) * lm_h + lm_k) / 8], lm_hr[lm_c][0], lm_hr[lm_c][1], lm_d[lm_i]);\n"
-    << "          }\n        }\n"
+    << down_products("lm_W[((lm_r0 + lm_i) * lm_h + lm_k) / 8]")
     << "      } else {\n"
     << "        const uint16_t* lm_W = " << down_rows << ";\n"
-    << "        #pragma unroll\n"
-    << "        for (int lm_c = 0; lm_c < " << h_chunks << "; ++lm_c) {\n"
-    << "          const long long lm_k = lm_lane * 8 + lm_c * 256;\n"
-    << "          if (lm_k < lm_h) {\n"
-    << "            #pragma unroll\n"
-    << "            for (int lm_i = 0; lm_i < 16; ++lm_i)\n"
-    << "              if (lm_r0 + lm_i < lm_rows)\n"
-    << "                lm_d[lm_i] = lm_dot8(__ldcs((const uint4*)(lm_W + (lm_r0 + lm_i) * lm_h + lm_k)), lm_hr[lm_c][0], lm_hr[lm_c][1], lm_d[lm_i]);\n"
-    << "          }\n        }\n"
+    << down_products("__ldcs((const uint4*)(lm_W + (lm_r0 + lm_i) * lm_h + lm_k))")
     << "      }\n"
     << "      #pragma unroll\n      for (int lm_i = 0; lm_i < 16; ++lm_i) lm_pr[lm_i] = __fmaf_rn(lm_sc, lm_d[lm_i], lm_pr[lm_i]);\n"
     << "    }\n"
