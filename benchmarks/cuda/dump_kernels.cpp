@@ -5,6 +5,7 @@
 //   python3 scripts/make_random_model.py --arch llama-3-8b --out /tmp/cfg8b --config-only --layers 1
 //   build/benchmarks/cuda_dump_kernels /tmp/cfg8b/config.json /tmp/k8b
 //   cuobjdump -sass -fun lm_Matmul_<hash> /tmp/k8b/kernels.cubin
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -49,7 +50,9 @@ int main(int argc, char** argv) {
     o.context = 64;
     build_decoder(g, cfg, o);
     const Graph plan = compile(g, CompileOptions{}).plan;
-    PlanKernels k = generate_plan_kernels(plan);
+    // LUMINAL_CUDA_ROUTER_IN_GROUP=1: the routers in their routing groups, as the executor has them then.
+    const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP");
+    PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

@@ -510,6 +510,34 @@ TEST(CudaCodegen, MoeExpertsCanRunInOneKernel) {
   if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", ""));
 }
 
+// With CodegenOptions::router_in_group each MoE layer's router joins its routing's small group
+// as its first member, folding the norm before it (the group reads the norm's x and gain, not
+// the norm); the groups compile.
+TEST(CudaCodegen, MoeRoutersCanJoinTheirRoutingGroups) {
+  for (const char* name : {"qwen3-moe-tiny", "mixtral-tiny"}) {
+    Graph g;
+    DecoderGraphOptions o;
+    o.context = 32;
+    build_decoder(g, fixture_config(name), o);
+    const Graph plan = compiled(g);
+    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = true});
+    int routers = 0;
+    PlanKernels only;
+    for (const SmallGroup& grp : k.small_groups) {
+      const Node& first = plan.node(grp.nodes[0]);
+      if (first.kernel != "Matmul") continue;
+      ++routers;
+      EXPECT_EQ(plan.node(first.inputs[0].src).kernel, "RMSNormMul") << name;
+      for (NodeId l : grp.leaves) EXPECT_EQ(plan.node(l).kernel.find("RMSNorm"), std::string::npos) << name;
+      if (only.functions.find(grp.launch.function)) continue;
+      only.functions.names.push_back(grp.launch.function);
+      only.functions.texts.push_back(*k.functions.find(grp.launch.function));
+    }
+    EXPECT_EQ(routers, fixture_config(name).layers) << name;
+    if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", "")) << name;
+  }
+}
+
 // An MoE's experts as a decode runs them: the norm (read by a router too, so both fold it), the
 // gate/up experts scaled by which were chosen, act(gate) * up, the down experts scaled by their
 // weights, the sum over experts and the residual. For one row they run as one kernel

@@ -19,12 +19,14 @@ constexpr int64_t kHidden = 24;
 
 // The router's softmax, each expert's rank among a token's (larger, or equal at a lower index)
 // as a fused count, chosen when under k, and the chosen probabilities renormalised
-// (src/models/decoder_graph.cpp, route()).
-Graph routing(int64_t experts = 16, int64_t k = 4) {
+// (src/models/decoder_graph.cpp, route()). `normed`: the router reads an RMS norm of x with a
+// bf16 gain, as the decoder's does.
+Graph routing(int64_t experts = 16, int64_t k = 4, int64_t hidden = kHidden, bool normed = false) {
   Graph g;
   const Expr s = Expr::var("s");
-  Tensor x = input(g, "x", DType::F32, {s, kHidden});
-  Tensor router = cast(input(g, "router", DType::BF16, {experts, kHidden}), DType::F32);
+  Tensor x = input(g, "x", DType::F32, {s, hidden});
+  if (normed) x = rms_norm(x, cast(input(g, "gain", DType::BF16, {hidden}), DType::F32), 1e-6);
+  Tensor router = cast(input(g, "router", DType::BF16, {experts, hidden}), DType::F32);
   Tensor probs = softmax(linear(x, router, std::nullopt), -1);
   Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
   Tensor lower = lt(unsqueeze(arange(g, 0, experts), 0), unsqueeze(arange(g, 0, experts), 1));
@@ -115,33 +117,60 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
 // After the router, the softmax, the ranks, the weights' sum and the weights are one small
 // group: one block for 16 experts; for 128 the ranks (16384 comparisons) are shared out over
 // blocks, which count themselves by one acquire-release atomic each, and the last to finish
-// runs the sum and the weights.
+// runs the sum and the weights. With the router in the group (CodegenOptions::router_in_group)
+// it is the first member: for 128 experts its rows (a warp each) are shared out too, and the
+// blocks meet at a grid barrier before the softmax.
 TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
-  for (int64_t experts : {16, 128}) {
-    const Graph plan = compiled(routing(experts, 8));
-    const PlanKernels k = generate_plan_kernels(plan);
-    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
-    const SmallGroup& grp = k.small_groups[0];
-    std::vector<std::string> kinds;
-    for (NodeId id : grp.nodes) kinds.push_back(plan.node(id).kernel);
-    EXPECT_EQ(kinds, (std::vector<std::string>{"Softmax", "FusedSum", "FusedSum", "Fused"})) << plan.dump();
-    std::vector<std::string> leaves;
-    for (NodeId id : grp.leaves) leaves.push_back(plan.node(id).kernel.empty() ? op_name(plan.node(id).op) : plan.node(id).kernel);
-    EXPECT_EQ(leaves.size(), 2u) << plan.dump();  // the router's logits and the lower-index table
-    EXPECT_EQ(grp.capacity, (std::vector<int64_t>{experts, experts, 1, experts}));
-    EXPECT_EQ(grp.counter, experts == 128);
-    EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
-    const std::string* found = k.functions.find(grp.launch.function);
-    ASSERT_NE(found, nullptr);
-    // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count).
-    const std::string& text = *found;
-    EXPECT_EQ(text.find("atom.acq_rel.gpu.add.u32") != std::string::npos, experts == 128);
-    EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
-  }
+  for (bool router : {false, true})
+    for (int64_t experts : {16, 128}) {
+      const Graph plan = compiled(routing(experts, 8));
+      const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router});
+      ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+      const SmallGroup& grp = k.small_groups[0];
+      std::vector<std::string> kinds;
+      for (NodeId id : grp.nodes) kinds.push_back(plan.node(id).kernel);
+      std::vector<std::string> want{"Softmax", "FusedSum", "FusedSum", "Fused"};
+      std::vector<int64_t> capacity{experts, experts, 1, experts};
+      if (router) want.insert(want.begin(), "Matmul"), capacity.insert(capacity.begin(), experts);
+      EXPECT_EQ(kinds, want) << plan.dump();
+      // The router's logits (or x and its weights) and the lower-index table.
+      EXPECT_EQ(grp.leaves.size(), router ? 3u : 2u) << plan.dump();
+      EXPECT_EQ(grp.capacity, capacity);
+      EXPECT_EQ(grp.counter, experts == 128);
+      EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
+      const std::string* found = k.functions.find(grp.launch.function);
+      ASSERT_NE(found, nullptr);
+      // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count);
+      // the router's meet at a grid barrier (gen::grid_barrier).
+      const std::string& text = *found;
+      EXPECT_EQ(text.find("atom.acq_rel.gpu.add.u32") != std::string::npos, experts == 128);
+      EXPECT_EQ(text.find("atom.acq_rel.gpu.global.inc.u32") != std::string::npos, router && experts == 128);
+      EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
+    }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
   PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)));
   k.drop_alternatives();
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// A router reading an RMS norm folds it in as the normed GEMVs do: the group reads the norm's x
+// and gain, not the norm (whose GEMVs may leave it unmade). The decoder's shape: 2048 values, 128
+// experts.
+TEST(CudaCodegen, ARouterOverANormReadsTheNormsInputs) {
+  const Graph plan = compiled(routing(128, 8, 2048, true));
+  const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = true});
+  ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+  const SmallGroup& grp = k.small_groups[0];
+  EXPECT_EQ(plan.node(grp.nodes[0]).kernel, "Matmul");
+  std::vector<std::string> leaves;
+  for (NodeId id : grp.leaves) leaves.push_back(plan.node(id).kernel.empty() ? op_name(plan.node(id).op) : plan.node(id).kernel);
+  EXPECT_EQ(leaves.size(), 4u) << plan.dump();  // x, the gain, the router's weights, the lower-index table
+  for (const std::string& l : leaves) EXPECT_EQ(l.find("RMSNorm"), std::string::npos) << plan.dump();
+  EXPECT_EQ(grp.launch.work.as_const().value_or(0), 16);
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  PlanKernels all = generate_plan_kernels(plan, CodegenOptions{.router_in_group = true});
+  all.drop_alternatives();
+  EXPECT_NO_THROW(nvrtc_compile(all.source(), "sm_90", ""));
 }
 
 // Nodes of more than one token's size, or reading a norm whose GEMVs may fold it in, form no group.
@@ -162,15 +191,16 @@ TEST(CudaCodegen, WideOrDeferrableValuesFormNoSmallGroup) {
 }
 
 // One token: the group's one launch gives the reference's chosen experts and weights (16 and 128
-// experts, on and off); three tokens: the members launch as before. Recorded and replayed graphs.
+// experts; with the router in the group, without, groups off); three tokens: the members
+// launch as before. Recorded and replayed graphs.
 TEST(CudaBackend, SmallGroupsMatchTheReference) {
   if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
     GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
   for (int64_t experts : {16, 128}) {
     const Graph g = routing(experts, 8);
     const Graph plan = compiled(g);
-    for (bool on : {true, false}) {
-      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on});
+    for (int on : {2, 1, 0}) {  // with the router in the group, without it, no groups
+      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2});
       const std::vector<int64_t> rounds{1, 3, 1};
       for (size_t round = 0; round < rounds.size(); ++round) {
         const int64_t s = rounds[round];
@@ -190,12 +220,54 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
             ASSERT_EQ(got.numel(), want.numel());
             for (size_t i = 0; i < want.numel(); ++i)
               ASSERT_NEAR(got.get(i), want.get(i), 1e-6)
-                  << name << "[" << i << "] experts=" << experts << " s=" << s << " run " << rep + 1 << (on ? "" : " (groups off)");
+                  << name << "[" << i << "] experts=" << experts << " s=" << s << " run " << rep + 1 << " groups " << on;
           }
         }
         if (round < 2) {
-          EXPECT_EQ(cuda.small_groups_run() > before, on && s == 1) << "experts=" << experts << " s=" << s;
+          EXPECT_EQ(cuda.small_groups_run() > before, on > 0 && s == 1) << "experts=" << experts << " s=" << s;
         }
+      }
+    }
+  }
+}
+
+// The decoder's router shape over an RMS norm (2048 values, 128 experts, 8 chosen): the group's
+// one launch (router rows shared out, a grid barrier, the ranks shared out, the last block's
+// weights) gives the reference's chosen experts and weights, with the norm folded; three tokens
+// run the nodes one by one. Recorded and replayed graphs.
+TEST(CudaBackend, ARouterOverANormRunsInItsGroup) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  constexpr int64_t kExperts = 128, kWide = 2048;
+  const Graph g = routing(kExperts, 8, kWide, true);
+  const Graph plan = compiled(g);
+  for (bool on : {true, false}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on, .router_in_group = true});
+    const std::vector<int64_t> rounds{1, 3, 1};
+    for (size_t round = 0; round < rounds.size(); ++round) {
+      const int64_t s = rounds[round];
+      const int64_t before = cuda.small_groups_run();
+      Interpreter ref(g);
+      const Buffer x = testing::random_buffer(DType::F32, {s, kWide}, static_cast<uint32_t>(round * 13 + 2), -2, 2);
+      const Buffer gain = testing::random_buffer(DType::BF16, {kWide}, 7, 0.5, 1.5);
+      const Buffer router = testing::random_buffer(DType::BF16, {kExperts, kWide}, 9, -0.05, 0.05);
+      for (const auto& [name, value] : {std::pair<const char*, const Buffer*>{"x", &x}, {"gain", &gain}, {"router", &router}}) {
+        ref.set_input(name, *value);
+        cuda.set_input(name, *value);
+      }
+      ref.run();
+      for (int rep = 0; rep < 3; ++rep) {
+        cuda.run();
+        const Buffer want_c = ref.output("chosen"), got_c = cuda.output("chosen");
+        const Buffer want_w = ref.output("weights"), got_w = cuda.output("weights");
+        ASSERT_EQ(got_c.numel(), want_c.numel());
+        for (size_t i = 0; i < want_c.numel(); ++i) {
+          ASSERT_EQ(got_c.get(i), want_c.get(i)) << "chosen[" << i << "] s=" << s << " run " << rep + 1 << (on ? "" : " (groups off)");
+          ASSERT_NEAR(got_w.get(i), want_w.get(i), 1e-5) << "weights[" << i << "] s=" << s << " run " << rep + 1 << (on ? "" : " (groups off)");
+        }
+      }
+      if (round < 2) {
+        EXPECT_EQ(cuda.small_groups_run() > before, on && s == 1) << "s=" << s;
       }
     }
   }

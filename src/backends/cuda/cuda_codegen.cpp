@@ -252,50 +252,6 @@ bool feeds_only_linear_layers(const Graph& g, NodeId id) {
   return any;
 }
 
-// The RMS norm linear layer `mm`'s GEMV may fold in (NormPrologue): mm reads the whole value of
-// an f32 RMSNorm or RMSNormMul over its last axis, in order, whose x is one strided layer with
-// unit stride along that axis and whose gain (if any) is broadcast over the rows and contiguous
-// along it. Gives x's layer, the prologue and the dims their offsets and strides use.
-struct FoldedNorm {
-  ViewLayer x;
-  NormPrologue prologue;
-  std::vector<std::string> dims;
-};
-// The norm node `id` as a fold: its x and gain as above (the read is the caller's to check).
-std::optional<FoldedNorm> folded_norm(const Graph& g, NodeId id) {
-  const Node& p = g.node(id);
-  if (p.op != OpKind::Kernel || (p.kernel != "RMSNormMul" && p.kernel != "RMSNorm") || p.dtype != DType::F32 || p.shape.empty() ||
-      p.axis + 1 != p.shape.size())
-    return std::nullopt;
-  const ViewLayer* x = plain_strided(p.inputs[0].view);
-  if (!x || g.node(p.inputs[0].src).dtype != DType::F32 || !x->strides.back().is_const(1) || !(x->shape == p.shape)) return std::nullopt;
-  std::vector<Expr> used = {x->offset};
-  used.insert(used.end(), x->strides.begin(), x->strides.end());
-  NormPrologue pro;
-  pro.eps = p.constant;
-  pro.gain = p.kernel == "RMSNormMul";
-  if (pro.gain) {
-    const ViewLayer* gl = plain_strided(p.inputs[1].view);
-    pro.gain_dtype = g.node(p.inputs[1].src).dtype;
-    if (!gl || !gl->strides.back().is_const(1)) return std::nullopt;
-    for (size_t d = 0; d + 1 < gl->strides.size(); ++d)
-      if (!gl->strides[d].is_const(0) && !gl->shape[d].is_const(1)) return std::nullopt;
-    pro.gain_offset = gl->offset;
-    used.push_back(gl->offset);
-  }
-  std::set<std::string> dims;
-  for (const Expr& e : used)
-    for (const std::string& d : e.dims()) dims.insert(d);
-  return FoldedNorm{*x, pro, {dims.begin(), dims.end()}};
-}
-
-std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
-  const Node& p = g.node(mm.inputs[0].src);
-  const View& read = mm.inputs[0].view;
-  if (mm.inputs[1].src == mm.inputs[0].src || !read.is_contiguous() || !(read.shape() == p.shape)) return std::nullopt;
-  return folded_norm(g, mm.inputs[0].src);
-}
-
 // The same for an MoE's gate/up experts (ScaledMatmul `sm`) reading the norm in order and
 // broadcast over the experts ([E, m, k], stride 0 along E): x's layer gets that leading dim.
 std::optional<FoldedNorm> expert_norm_prologue_of(const Graph& g, const Node& sm) {

@@ -194,6 +194,11 @@ struct CodegenOptions {
   // bf16 part, not hi + lo: a third (attention) or half (experts) of the products, with operands
   // rounded to bf16 (to 2^-8 of themselves), as PyTorch runs a bf16 model. CudaOptions::bf16_activations.
   bool bf16_activations = false;
+  // An MoE's router (a linear layer whose one reader is the routing's softmax) as the first
+  // member of the routing's small group (small_groups), its rows shared out over the group's
+  // blocks with the norm before it folded in: one launch where there were two.
+  // CudaOptions::router_in_group.
+  bool router_in_group = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
@@ -240,7 +245,8 @@ struct SmallGroup {
   Launch launch;
   bool counter = false;  // takes a zeroed uint32 (left zero) before the dims
 };
-std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions);
+std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
+                                     const CodegenOptions& options = {});
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

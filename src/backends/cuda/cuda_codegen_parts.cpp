@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "runtime/buffer.h"
@@ -107,5 +108,52 @@ std::string last_block_count(const std::string& counter, const std::string& last
          "  if (!lm_last) return;\n"
          "  __threadfence();\n";
 }
+
+std::string grid_barrier(const std::string& sync) {
+  return "  __syncthreads();\n"
+         "  if (threadIdx.x == 0) {\n"
+         "    unsigned lm_gen, lm_old, lm_cur;\n"
+         "    asm volatile(\"ld.relaxed.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_gen) : \"l\"(" + sync + " + 1) : \"memory\");\n"
+         "    asm volatile(\"atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\" : \"=r\"(lm_old) : \"l\"(" + sync + "), \"r\"(gridDim.x - 1) : \"memory\");\n"
+         "    if (lm_old == gridDim.x - 1) asm volatile(\"st.release.gpu.global.u32 [%0], %1;\" :: \"l\"(" + sync + " + 1), \"r\"(lm_gen + 1) : \"memory\");\n"
+         "    else do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_cur) : \"l\"(" + sync + " + 1) : \"memory\"); while (lm_cur == lm_gen);\n"
+         "  }\n  __syncthreads();\n";
+}
+
+// The read is the caller's to check.
+std::optional<FoldedNorm> folded_norm(const Graph& g, NodeId id) {
+  const Node& p = g.node(id);
+  if (p.op != OpKind::Kernel || (p.kernel != "RMSNormMul" && p.kernel != "RMSNorm") || p.dtype != DType::F32 || p.shape.empty() ||
+      p.axis + 1 != p.shape.size())
+    return std::nullopt;
+  const ViewLayer* x = plain_strided(p.inputs[0].view);
+  if (!x || g.node(p.inputs[0].src).dtype != DType::F32 || !x->strides.back().is_const(1) || !(x->shape == p.shape)) return std::nullopt;
+  std::vector<Expr> used = {x->offset};
+  used.insert(used.end(), x->strides.begin(), x->strides.end());
+  NormPrologue pro;
+  pro.eps = p.constant;
+  pro.gain = p.kernel == "RMSNormMul";
+  if (pro.gain) {
+    const ViewLayer* gl = plain_strided(p.inputs[1].view);
+    pro.gain_dtype = g.node(p.inputs[1].src).dtype;
+    if (!gl || !gl->strides.back().is_const(1)) return std::nullopt;
+    for (size_t d = 0; d + 1 < gl->strides.size(); ++d)
+      if (!gl->strides[d].is_const(0) && !gl->shape[d].is_const(1)) return std::nullopt;
+    pro.gain_offset = gl->offset;
+    used.push_back(gl->offset);
+  }
+  std::set<std::string> dims;
+  for (const Expr& e : used)
+    for (const std::string& d : e.dims()) dims.insert(d);
+  return FoldedNorm{*x, pro, {dims.begin(), dims.end()}};
+}
+
+std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm) {
+  const Node& p = g.node(mm.inputs[0].src);
+  const View& read = mm.inputs[0].view;
+  if (mm.inputs[1].src == mm.inputs[0].src || !read.is_contiguous() || !(read.shape() == p.shape)) return std::nullopt;
+  return folded_norm(g, mm.inputs[0].src);
+}
+
 
 }  // namespace luminal::cuda::gen

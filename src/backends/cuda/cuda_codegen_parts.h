@@ -99,6 +99,19 @@ struct NormPrologue {
   float eps = 0;
 };
 
+// The RMS norm a linear layer's GEMV may fold in (NormPrologue): `folded_norm` gives, for an f32
+// RMSNorm or RMSNormMul over its last axis whose x is one strided layer with unit stride along
+// that axis and whose gain (if any) is broadcast over the rows and contiguous along it, x's
+// layer, the prologue and the dims their offsets and strides use; `norm_prologue_of` the same
+// where Matmul `mm` reads that norm's whole value in order.
+struct FoldedNorm {
+  ViewLayer x;
+  NormPrologue prologue;
+  std::vector<std::string> dims;
+};
+std::optional<FoldedNorm> folded_norm(const Graph& g, NodeId id);
+std::optional<FoldedNorm> norm_prologue_of(const Graph& g, const Node& mm);
+
 // A linear group of two members of `half` columns each (gate: columns [0, half) of the weights
 // laid end to end, up: [half, 2 half)) whose one reader is an elementwise program of their two
 // outputs (the gated MLP's act(gate) * up): each unit takes cols / 2 gate columns and the
@@ -118,6 +131,13 @@ struct GatedEpilogue {
 // before its release and, in the last block, what it reads after the acquire); without it every
 // thread fences its stores first and the last block fences again before it reads.
 std::string last_block_count(const std::string& counter, const std::string& last, bool release);
+
+// A barrier over a grid whose blocks are all resident at once: thread 0 of each block adds one
+// to sync[0] by an acquire-release atomic that wraps to zero at the last arrival, which then
+// bumps the generation at sync[1] (release); the others poll it (acquire). `sync` is an
+// unsigned* expression to two zeroed words, left as found but for the generation, so the same
+// words serve any number of barriers in a row. Every thread of every block must reach it.
+std::string grid_barrier(const std::string& sync);
 
 // A generator's switch for measuring: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);

@@ -87,7 +87,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
     if (plan.node(id).op == OpKind::Input) continue;
     k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions, options);
   }
-  k.small_groups = small_groups(plan, dims, k.functions);
+  k.small_groups = small_groups(plan, dims, k.functions, options);
   return k;
 }
 
@@ -150,7 +150,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                std::to_string(d.multiprocessors) + " SMs, driver " + std::to_string(d.driver_version) +
                                                ", nvrtc " + nvrtc_version());
   }
-  kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations});
+  kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations, .router_in_group = options_.router_in_group});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -271,6 +271,7 @@ void CudaExecutor::read_env_options() {
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* one = std::getenv("LUMINAL_CUDA_EXPERTS_IN_ONE")) options_.experts_in_one = std::string(one) != "0";
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
+  if (const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP")) options_.router_in_group = std::string(router) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
   if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));
@@ -940,7 +941,7 @@ void CudaExecutor::run(bool wait) {
     if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
       SmallGroupRun& r = small_group_runs_[sg->second];
       const SmallGroup& grp = kernels_.small_groups[sg->second];
-      if (id == grp.nodes[0]) r.active = runs_small_group(sg->second);
+      if (id == grp.nodes[0]) r.active = runs_small_group(sg->second) && small_group_norms_deferred(grp);
       if (r.active) {  // one launch at launch_at computes every member (the ones before it wait for it)
         if (id == r.launch_at) {
           flush_pending();
@@ -951,7 +952,8 @@ void CudaExecutor::run(bool wait) {
           if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
           if (timer) timer->start();
           Launch l = grp.launch;
-          if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(options_.small_group_blocks);
+          // (At most a block a multiprocessor: a group's grid barrier needs them all resident.)
+          if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(std::min(options_.small_group_blocks, ctx_.info().multiprocessors));
           launch(l, k, r.function, live[grp.nodes[0]]->ptr, in);
           if (timer) {
             ProfileEntry& p = profile_["SmallGroup"];

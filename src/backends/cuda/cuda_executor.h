@@ -159,6 +159,10 @@ struct CudaOptions {
   // their group's function (SmallGroup, CudaExecutor::runs_small_group). Also
   // LUMINAL_CUDA_SMALL_GROUPS=0.
   bool small_groups = true;
+  // The router in its routing's group (CodegenOptions::router_in_group). Off by default until
+  // measured on a GPU: written in session 43, when none was lent. Also
+  // LUMINAL_CUDA_ROUTER_IN_GROUP=1.
+  bool router_in_group = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
@@ -498,6 +502,8 @@ class CudaExecutor {
   int64_t small_groups_run_ = 0;
   void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ and reader_lists_
   bool runs_small_group(size_t g);
+  // Whether the norms the group's linear members fold in were deferred this run (see there).
+  bool small_group_norms_deferred(const SmallGroup& grp) const;
   // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
   // `count` uint32 values, zero (the kernel leaves them so), at a fixed address per node.
   DevicePtr zeroed_counters(NodeId id, int64_t count);

@@ -154,14 +154,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "    }\n  }\n"
     // 6. Every block's products are in: a grid barrier (every block is resident: one a
     // multiprocessor), after which the kernels behind this one may start.
-    << "  __syncthreads();\n"
-    << "  if (threadIdx.x == 0) {\n"
-    << "    unsigned lm_gen, lm_old, lm_cur;\n"
-    << "    asm volatile(\"ld.relaxed.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_gen) : \"l\"(lm_sync + 1) : \"memory\");\n"
-    << "    asm volatile(\"atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\" : \"=r\"(lm_old) : \"l\"(lm_sync), \"r\"(gridDim.x - 1) : \"memory\");\n"
-    << "    if (lm_old == gridDim.x - 1) asm volatile(\"st.release.gpu.global.u32 [%0], %1;\" :: \"l\"(lm_sync + 1), \"r\"(lm_gen + 1) : \"memory\");\n"
-    << "    else do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_cur) : \"l\"(lm_sync + 1) : \"memory\"); while (lm_cur == lm_gen);\n"
-    << "  }\n  __syncthreads();\n"
+    << grid_barrier("lm_sync")
     << "  lm_grid_release();\n"
     // 7. The block's output columns, 16 at a time: warp w takes chosen experts w, w + warps, ..,
     // each lane 8 of h's values a chunk, held in registers (the first expert's loaded before the

@@ -37,11 +37,70 @@ bool is_reduction(const Node& n) {
   return n.op == OpKind::SumReduce || n.op == OpKind::MaxReduce || (n.op == OpKind::Kernel && (n.kernel == "FusedSum" || n.kernel == "FusedMax"));
 }
 
+// A linear layer a group may hold (an MoE's router, whose logits only the routing reads):
+// Matmul [m, k] · [k, n] of f32 activations with unit stride along k, or the whole value of an
+// RMS norm it folds in as the normed GEMVs do (gen::norm_prologue_of), and f32 or bf16 weights
+// with unit stride along k in 16-byte aligned rows; n and k constants, x for one token fits a
+// block's shared memory. The blocks share its n rows, a warp a row.
+constexpr int64_t kSmallGroupMaxLinearK = 8192;
+struct GroupLinear {
+  ViewLayer a, b;
+  std::optional<FoldedNorm> norm;
+  NodeId a_src = 0, gain_src = 0, b_src = 0;
+  int64_t n = 0, k = 0;
+  DType b_dtype = DType::F32;
+  // The values the member reads from outside (the norm's x and gain where folded, not the norm).
+  std::vector<NodeId> reads() const {
+    std::vector<NodeId> r{a_src};
+    if (norm && norm->prologue.gain) r.push_back(gain_src);
+    r.push_back(b_src);
+    return r;
+  }
+};
+
+bool const_multiple(const Expr& e, int64_t m) {
+  const std::optional<int64_t> v = e.as_const();
+  return v && *v % m == 0;
+}
+
+std::optional<GroupLinear> group_linear(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Kernel || n.kernel != "Matmul" || n.dtype != DType::F32 || n.shape.size() != 2 || n.inputs.size() != 2) return std::nullopt;
+  GroupLinear l;
+  if ((l.norm = norm_prologue_of(g, n))) {
+    l.a = l.norm->x;
+    l.a_src = g.node(n.inputs[0].src).inputs[0].src;
+    if (l.norm->prologue.gain) l.gain_src = g.node(n.inputs[0].src).inputs[1].src;
+  } else {
+    const ViewLayer* a = plain_strided(n.inputs[0].view);
+    if (!a || g.node(n.inputs[0].src).dtype != DType::F32) return std::nullopt;
+    l.a = *a;
+    l.a_src = n.inputs[0].src;
+  }
+  const ViewLayer* b = plain_strided(n.inputs[1].view);
+  if (!b || b->shape.size() != 2 || l.a.shape.size() != 2 || !l.a.strides[1].is_const(1) || !b->strides[0].is_const(1)) return std::nullopt;
+  l.b = *b;
+  l.b_src = n.inputs[1].src;
+  l.b_dtype = g.node(l.b_src).dtype;
+  const std::optional<int64_t> k = l.a.shape[1].as_const(), nn = b->shape[1].as_const();
+  if (!k || !nn || !(b->shape[0] == l.a.shape[1]) || *k < 1 || *k > kSmallGroupMaxLinearK || *nn < 1 || *nn > kSmallGroupMaxValues) return std::nullopt;
+  const int per = l.b_dtype == DType::BF16 ? 8 : 4;  // weight values a 16-byte load
+  if ((l.b_dtype != DType::BF16 && l.b_dtype != DType::F32) || *k % per != 0 || !const_multiple(b->offset, per) ||
+      !const_multiple(b->strides[1], per))
+    return std::nullopt;
+  l.n = *nn;
+  l.k = *k;
+  return l;
+}
+
 // Whether node `id` may be a member: f32, an elementwise fused program, a reduction over the
-// last axis of its input or a softmax over its last axis, with few values a token.
-bool small_member(const Graph& g, NodeId id) {
+// last axis of its input, a softmax over its last axis (with few values a token), or, with
+// `linear_members` (CodegenOptions::router_in_group), a linear layer as above (small_groups keeps
+// it where a member softmax is its one reader).
+bool small_member(const Graph& g, NodeId id, bool linear_members) {
   const Node& n = g.node(id);
   if (n.dtype != DType::F32 || n.shape.empty() || n.inputs.empty()) return false;
+  if (linear_members && group_linear(g, id)) return true;
   const bool fused = n.op == OpKind::Kernel && n.kernel == "Fused";
   const bool softmax = n.op == OpKind::Kernel && n.kernel == "Softmax" && n.axis == n.shape.size() - 1;
   const bool reduction = is_reduction(n) && n.axis + 1 == n.inputs[0].view.shape().size();
@@ -64,6 +123,7 @@ bool deferrable(const Node& n) {
 // The values a member evaluates for one token: its outputs, a reduction's inputs, a softmax's
 // three passes.
 int64_t work_of(const Node& n) {
+  if (n.kernel == "Matmul") return *per_token(n.shape) * *n.inputs[1].view.shape()[0].as_const();
   if (is_reduction(n)) return *per_token(n.inputs[0].view.shape());
   return *per_token(n.shape) * (n.kernel == "Softmax" ? 3 : 1);
 }
@@ -82,26 +142,33 @@ bool count_by_release() {
 
 class GroupWriter {
  public:
-  // `split`: the member whose rows the blocks share (grp.nodes.size(): none, one block).
-  GroupWriter(const Graph& g, const SmallGroup& grp, size_t split) : g_(g), grp_(grp), split_(split) {
+  // `split`: the members whose rows the blocks share, in order (none: one block).
+  GroupWriter(const Graph& g, const SmallGroup& grp, std::vector<size_t> split) : g_(g), grp_(grp), split_(std::move(split)) {
     for (size_t j = 0; j < grp.nodes.size(); ++j) member_[grp.nodes[j]] = j;
     for (size_t l = 0; l < grp.leaves.size(); ++l) leaf_[grp.leaves[l]] = l;
   }
 
-  // Members before the split one run in every block (block 0 stores them); the split one's rows
-  // are shared out; then the last block to finish (a counter, left zero) reads its values back
-  // from its buffer and runs the rest alone.
+  // Members before the first split one run in every block (block 0 stores them); a split one's
+  // rows are shared out; after each split member but the last the blocks meet at a grid barrier
+  // (they are few and all resident: the group releases its dependents only once every block
+  // has started) and read its values back from its buffer, and the members up to the next split
+  // one run in every block again; after the last, the last block to finish (a counter, left
+  // zero) reads its values back and runs the rest alone. Counters: lm_cnt[0] the last block's,
+  // lm_cnt[1..2] the barrier's.
   std::optional<std::string> body() {
     std::ostringstream s;
     for (size_t j = 0; j < grp_.nodes.size(); ++j) {
       std::optional<std::string> m = member(j);
       if (!m) return std::nullopt;
       s << "  {  // " << node_label(grp_.nodes[j]) << "\n" << *m << "  }\n  __syncthreads();\n";
-      if (j != split_) continue;
+      if (!is_split(j)) continue;
       const std::string J = std::to_string(j);
-      s << "  {\n    __shared__ int lm_last;\n"
-        << last_block_count("(unsigned*)lm_cnt", "gridDim.x - 1", count_by_release())
-        << "    const long long lm_n = " << c(product_of(g_.node(grp_.nodes[j]).shape, 0, g_.node(grp_.nodes[j]).shape.size())) << ";\n"
+      s << "  {\n";
+      if (j == split_.back())
+        s << "    __shared__ int lm_last;\n" << last_block_count("(unsigned*)lm_cnt", "gridDim.x - 1", count_by_release());
+      else
+        s << grid_barrier("((unsigned*)lm_cnt + 1)");
+      s << "    const long long lm_n = " << c(product_of(g_.node(grp_.nodes[j]).shape, 0, g_.node(grp_.nodes[j]).shape.size())) << ";\n"
         << "    for (long long lm_z = threadIdx.x; lm_z < lm_n; lm_z += blockDim.x) lm_s" << J << "[lm_z] = __ldcg((const float*)lm_o" << J
         << " + lm_z);\n  }\n  __syncthreads();\n";
     }
@@ -111,8 +178,12 @@ class GroupWriter {
  private:
   const Graph& g_;
   const SmallGroup& grp_;
-  size_t split_;
+  std::vector<size_t> split_;
   std::map<NodeId, size_t> member_, leaf_;
+
+  bool is_split(size_t j) const { return std::find(split_.begin(), split_.end(), j) != split_.end(); }
+  // Whether every block runs member j (then block 0 alone stores it): before the last split one.
+  bool every_block(size_t j) const { return !is_split(j) && (split_.empty() || j < split_.back()); }
 
   std::string node_label(NodeId id) const {
     const Node& n = g_.node(id);
@@ -143,7 +214,7 @@ class GroupWriter {
   // its buffer (from block 0 alone where every block computes it).
   std::string put(size_t j, const std::string& at, const std::string& v, DType from) const {
     const std::string J = std::to_string(j);
-    return "{ const float lm_v = " + convert(v, from, DType::F32) + "; lm_s" + J + "[" + at + "] = lm_v; " + (j < split_ ? "if (blockIdx.x == 0) " : "") +
+    return "{ const float lm_v = " + convert(v, from, DType::F32) + "; lm_s" + J + "[" + at + "] = lm_v; " + (every_block(j) ? "if (blockIdx.x == 0) " : "") +
            "((float*)lm_o" + J + ")[" + at + "] = lm_v; }\n";
   }
 
@@ -153,7 +224,7 @@ class GroupWriter {
   std::string row_loop_opening(size_t j, const Expr& rows, const Expr& len) const {
     std::ostringstream s;
     s << "    const long long lm_rows = " << c(rows) << ", lm_len = " << c(len) << ";\n";
-    if (j == split_)
+    if (is_split(j))
       s << "    const long long lm_share = (lm_rows + gridDim.x - 1) / gridDim.x, lm_first = blockIdx.x * lm_share,"
         << " lm_end = lm_first + lm_share < lm_rows ? lm_first + lm_share : lm_rows;\n";
     else
@@ -170,8 +241,89 @@ class GroupWriter {
            var + ", lm_x));\n";
   }
 
+  // A linear member (GroupLinear): every block stages x (normed, times the gain, where the norm
+  // is folded) in shared memory, then each warp takes a row of its block's share (all of them
+  // where not split), its lanes' 16-byte weight loads all in flight, and sums by shuffles.
+  std::string linear_member(size_t j, const GroupLinear& l) const {
+    const Node& n = g_.node(grp_.nodes[j]);
+    const std::string J = std::to_string(j), K = std::to_string(l.k), X = "lm_x" + J;
+    const bool bf16 = l.b_dtype == DType::BF16, gain = l.norm && l.norm->prologue.gain;
+    const int per = bf16 ? 8 : 4;
+    const int64_t chunks = (l.k + 32 * per - 1) / (32 * per);
+    const bool whole = l.k % (32 * per) == 0;
+    std::ostringstream s;
+    s << "    __shared__ __align__(16) float " << X << "[" << l.k << "];\n"
+      << "    if (" << c(n.shape[0]) << " != 1) __trap();  // the executor runs groups for one token\n"
+      << "    const long long lm_rows = " << l.n << ";\n";
+    if (is_split(j))
+      s << "    const long long lm_share = (lm_rows + gridDim.x - 1) / gridDim.x, lm_first = blockIdx.x * lm_share,"
+        << " lm_end = lm_first + lm_share < lm_rows ? lm_first + lm_share : lm_rows;\n";
+    else
+      s << "    const long long lm_first = 0, lm_end = lm_rows;\n";
+    // x (and the gain) a thread's values at once, all loads in flight: one trip to L2, not one
+    // a value. Groups run blocks of kBlockThreads.
+    const int64_t xs = (l.k + kBlockThreads - 1) / kBlockThreads;
+    const std::string XS = std::to_string(xs), BT = std::to_string(kBlockThreads);
+    s << "    float lm_q = 0.0f, lm_xr[" << XS << "], lm_gr[" << XS << "];\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_i = 0; lm_i < " << XS << "; ++lm_i) {\n"
+      << "      const int lm_k = threadIdx.x + lm_i * " << BT << ";\n"
+      << "      lm_xr[lm_i] = lm_k < " << K << " ? ((const float*)lm_l" << leaf_.at(l.a_src) << ")[" << c(l.a.offset) << " + lm_k] : 0.0f;\n";
+    if (gain) {
+      const std::string gp = "lm_l" + std::to_string(leaf_.at(l.gain_src)), at = c(l.norm->prologue.gain_offset) + " + lm_k";
+      s << "      lm_gr[lm_i] = lm_k < " << K << " ? "
+        << (l.norm->prologue.gain_dtype == DType::BF16 ? "lm_bf16_f32(((const uint16_t*)" + gp + ")[" + at + "])" : "((const float*)" + gp + ")[" + at + "]")
+        << " : 0.0f;\n";
+    }
+    s << "    }\n"
+      << "    #pragma unroll\n"
+      << "    for (int lm_i = 0; lm_i < " << XS << "; ++lm_i) {\n"
+      << "      const int lm_k = threadIdx.x + lm_i * " << BT << ";\n"
+      << "      if (lm_k < " << K << ") {\n";
+    if (l.norm) s << "        lm_q = __fmaf_rn(lm_xr[lm_i], lm_xr[lm_i], lm_q);\n";
+    s << "        " << X << "[lm_k] = lm_xr[lm_i]" << (gain ? " * lm_gr[lm_i]" : "") << ";\n      }\n    }\n";
+    // As the normed GEMVs: the sums times 1 / sqrt(mean(x²) + eps).
+    if (l.norm)
+      s << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
+        << "    const float lm_f = 1.0f / sqrtf(lm_q * (1.0f / (float)" << K << ") + " << float_lit(l.norm->prologue.eps) << ");\n";
+    s << "    __syncthreads();\n"
+      << "    const int lm_lane = threadIdx.x & 31;\n"
+      << "    for (long long lm_row = lm_first + (threadIdx.x >> 5); lm_row < lm_end; lm_row += blockDim.x >> 5) {\n"
+      << "      const " << (bf16 ? "uint16_t" : "float") << "* lm_W = (const " << (bf16 ? "uint16_t" : "float") << "*)lm_l"
+      << leaf_.at(l.b_src) << " + " << c(l.b.offset) << " + lm_row * " << c(l.b.strides[1]) << ";\n"
+      << "      uint4 lm_wv[" << chunks << "];\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_c = 0; lm_c < " << chunks << "; ++lm_c) {\n"
+      << "        const int lm_k = lm_lane * " << per << " + lm_c * " << 32 * per << ";\n";
+    // Unguarded where the lanes cover k exactly: NVRTC then issues every load before the first
+    // product (guarded, it spread them over the products, a round trip to memory each).
+    if (whole)
+      s << "        lm_wv[lm_c] = __ldg((const uint4*)(lm_W + lm_k));\n";
+    else
+      s << "        lm_wv[lm_c] = lm_k < " << K << " ? __ldg((const uint4*)(lm_W + lm_k)) : make_uint4(0, 0, 0, 0);\n";
+    s << "      }\n"
+      << "      float lm_acc = 0.0f;\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_c = 0; lm_c < " << chunks << "; ++lm_c) {\n"
+      << "        const int lm_k = lm_lane * " << per << " + lm_c * " << 32 * per << ";\n"
+      << "        if (" << (whole ? "true" : "lm_k < " + K) << ") {\n";
+    if (bf16)
+      s << "          lm_acc = lm_dot8(lm_wv[lm_c], *(const float4*)(" << X << " + lm_k), *(const float4*)(" << X << " + lm_k + 4), lm_acc);\n";
+    else
+      s << "          const float4 lm_a = *(const float4*)(" << X << " + lm_k);\n"
+        << "          lm_acc = __fmaf_rn(lm_a.x, __uint_as_float(lm_wv[lm_c].x), lm_acc);\n"
+        << "          lm_acc = __fmaf_rn(lm_a.y, __uint_as_float(lm_wv[lm_c].y), lm_acc);\n"
+        << "          lm_acc = __fmaf_rn(lm_a.z, __uint_as_float(lm_wv[lm_c].z), lm_acc);\n"
+        << "          lm_acc = __fmaf_rn(lm_a.w, __uint_as_float(lm_wv[lm_c].w), lm_acc);\n";
+    s << "        }\n      }\n"
+      << "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_acc += __shfl_xor_sync(0xffffffffu, lm_acc, lm_o);\n"
+      << "      if (lm_lane == 0) " << put(j, "lm_row", l.norm ? "lm_acc * lm_f" : "lm_acc", DType::F32) << "    }\n";
+    return s.str();
+  }
+
   std::optional<std::string> member(size_t j) const {
     const Node& n = g_.node(grp_.nodes[j]);
+    if (const std::optional<GroupLinear> l = group_linear(g_, grp_.nodes[j])) return linear_member(j, *l);
     std::vector<DType> in_dt;
     for (const Edge& e : n.inputs) in_dt.push_back(g_.node(e.src).dtype);
     std::ostringstream s;
@@ -185,7 +337,7 @@ class GroupWriter {
     if (n.op == OpKind::Kernel && n.kernel == "Fused") {
       const FusedProgram p = FusedProgram::decode(n.code);
       s << "    const long long lm_n = " << c(product_of(n.shape, 0, n.shape.size())) << ";\n"
-        << (j == split_ ? "    for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
+        << (is_split(j) ? "    for (long long lm_z = blockIdx.x * (long long)blockDim.x + threadIdx.x; lm_z < lm_n; lm_z += (long long)gridDim.x * blockDim.x) {\n"
                         : "    for (long long lm_z = threadIdx.x; lm_z < lm_n; lm_z += blockDim.x) {\n")
         << inputs_at(p.n_inputs, "lm_z", "      ");
       if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, in_dt, "v", "      ")) return std::nullopt;
@@ -263,11 +415,26 @@ bool depends_on(const Graph& g, NodeId leaf, const std::set<NodeId>& members) {
 
 }  // namespace
 
-std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
+                                     const CodegenOptions& options) {
   const std::vector<NodeId> order = plan.topo_order();
   std::set<NodeId> candidates;
   for (NodeId id : order)
-    if (plan.node(id).op != OpKind::Input && small_member(plan, id)) candidates.insert(id);
+    if (plan.node(id).op != OpKind::Input && small_member(plan, id, options.router_in_group)) candidates.insert(id);
+  // A linear member only as the head of a routing: its activations from outside the group, its
+  // one reader a member softmax over the logits.
+  std::map<NodeId, std::vector<NodeId>> readers;
+  for (NodeId id : order)
+    for (const Edge& e : plan.node(id).inputs) readers[e.src].push_back(id);
+  for (auto it = candidates.begin(); it != candidates.end();) {
+    const Node& n = plan.node(*it);
+    const std::vector<NodeId>& rs = readers[*it];
+    const bool linear = n.op == OpKind::Kernel && n.kernel == "Matmul";
+    const bool routed = !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](NodeId r) {
+      return candidates.count(r) && plan.node(r).kernel == "Softmax";
+    });
+    it = linear && (candidates.count(n.inputs[0].src) || !routed) ? candidates.erase(it) : std::next(it);
+  }
   // Connected components over the edges between candidates, each in the plan's order.
   std::map<NodeId, NodeId> root;
   std::function<NodeId(NodeId)> find = [&](NodeId x) { return root[x] == x ? x : root[x] = find(root[x]); };
@@ -285,32 +452,47 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     SmallGroup grp;
     grp.nodes = nodes;
     bool ok = true;
+    std::set<std::string> dims;
     for (NodeId id : nodes) {
       grp.capacity.push_back(*per_token(plan.node(id).shape));
-      for (const Edge& e : plan.node(id).inputs)
-        if (!members.count(e.src) && std::find(grp.leaves.begin(), grp.leaves.end(), e.src) == grp.leaves.end()) {
-          ok = ok && !deferrable(plan.node(e.src)) && !depends_on(plan, e.src, members);
-          grp.leaves.push_back(e.src);
+      for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
+      std::vector<NodeId> reads;
+      if (const std::optional<GroupLinear> l = group_linear(plan, id)) {
+        reads = l->reads();
+        if (l->norm) dims.insert(l->norm->dims.begin(), l->norm->dims.end());
+      } else {
+        for (const Edge& e : plan.node(id).inputs) reads.push_back(e.src);
+      }
+      for (NodeId src : reads)
+        if (!members.count(src) && std::find(grp.leaves.begin(), grp.leaves.end(), src) == grp.leaves.end()) {
+          ok = ok && !deferrable(plan.node(src)) && !depends_on(plan, src, members);
+          grp.leaves.push_back(src);
         }
     }
     if (!ok) continue;
-    // The first member with much work is shared out over blocks (the ranks of 128 experts: 16384
-    // comparisons, 1.6-3 us for one block); the members before it are cheap, so every block
-    // runs them.
-    size_t split = nodes.size();
-    for (size_t j = 0; j < nodes.size() && split == nodes.size(); ++j)
-      if (work_of(plan.node(nodes[j])) > kSmallGroupBlockWork) split = j;
-    // Blocks share rows: no more blocks than the member has rows (a softmax's or reduction's
-    // rows, an elementwise member's values).
-    const int64_t blocks =
-        split == nodes.size() ? 1
-                              : std::min({int64_t{64}, rows_of_member(plan.node(nodes[split])),
-                                          (work_of(plan.node(nodes[split])) + kSmallGroupBlockWork - 1) / kSmallGroupBlockWork});
-    const std::optional<std::string> body = GroupWriter(plan, grp, blocks > 1 ? split : nodes.size()).body();
+    // Members with much work are shared out over blocks (the router's 128 rows of 2048 weights,
+    // the ranks of 128 experts: 16384 comparisons, 1.6-3 us for one block); the members between
+    // them are cheap, so every block runs them.
+    std::vector<size_t> split;
+    for (size_t j = 0; j < nodes.size(); ++j)
+      if (work_of(plan.node(nodes[j])) > kSmallGroupBlockWork) split.push_back(j);
+    // Blocks share rows: no more blocks than a split member has rows (a softmax's or reduction's
+    // rows, an elementwise member's values, a linear member's outputs), about 1024 values of
+    // work a block, a warp a linear member's row.
+    int64_t blocks = 1;
+    if (!split.empty()) {
+      int64_t rows = 64, want = 1;
+      for (size_t j : split) {
+        const Node& n = plan.node(nodes[j]);
+        rows = std::min(rows, rows_of_member(n));
+        want = std::max(want, n.kernel == "Matmul" ? (rows_of_member(n) + kBlockThreads / 32 - 1) / (kBlockThreads / 32)
+                                                   : (work_of(n) + kSmallGroupBlockWork - 1) / kSmallGroupBlockWork);
+      }
+      blocks = std::min(rows, want);
+    }
+    if (blocks == 1) split.clear();
+    const std::optional<std::string> body = GroupWriter(plan, grp, split).body();
     if (!body) continue;
-    std::set<std::string> dims;
-    for (NodeId id : nodes)
-      for (const std::string& d : node_dims(plan.node(id))) dims.insert(d);
     std::ostringstream text;
     text << "(char* __restrict__ lm_o0";
     for (size_t j = 1; j < nodes.size(); ++j) text << ", char* __restrict__ lm_o" << j;
@@ -324,7 +506,11 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     }
     for (size_t j = 0; j < nodes.size(); ++j) text << "  __shared__ float lm_s" << j << "[" << grp.capacity[j] << "];\n";
     text << "  lm_grid_release();\n  lm_grid_wait();\n" << *body << "}\n";
-    const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + ") ";
+    // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
+    // more blocks and issues a warp's weight loads a few at a time between the products (a
+    // trip to memory each), where they should all be in flight at once.
+    const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
+    const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);

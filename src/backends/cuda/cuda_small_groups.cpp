@@ -20,7 +20,9 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
     if (first == grp.nodes.end()) continue;
     r.launch_at = *first;
     // A linear group's member may have no value of its own (its GEMV stores only their gated product).
-    r.valid = std::none_of(grp.leaves.begin(), grp.leaves.end(), [&](NodeId l) { return group_of_member_.count(l) > 0; });
+    // (A member in a linear group runs with it: a router read beside other layers.)
+    auto in_linear_group = [&](NodeId l) { return group_of_member_.count(l) > 0; };
+    r.valid = std::none_of(grp.leaves.begin(), grp.leaves.end(), in_linear_group) && std::none_of(grp.nodes.begin(), grp.nodes.end(), in_linear_group);
     for (NodeId m : grp.nodes)
       for (NodeId reader : reader_lists_[m])
         if (std::find(grp.nodes.begin(), grp.nodes.end(), reader) == grp.nodes.end() && position_[reader] <= position_[r.launch_at])
@@ -28,6 +30,19 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
     if (r.valid)
       for (NodeId m : grp.nodes) small_group_of_[m] = g;
   }
+}
+
+bool CudaExecutor::small_group_norms_deferred(const SmallGroup& grp) const {
+  // A linear member (a router) reads the x and gain of the norm before it, not the norm: x then
+  // stays live only while the norm's value is deferred to its readers (uses of the norm keep its
+  // inputs); a norm that ran has let x go after its last reader outside the group.
+  for (NodeId m : grp.nodes) {
+    const Node& n = graph_.node(m);
+    if (n.op != OpKind::Kernel || n.kernel != "Matmul") continue;
+    const Node& a = graph_.node(n.inputs[0].src);
+    if (a.op == OpKind::Kernel && (a.kernel == "RMSNorm" || a.kernel == "RMSNormMul") && !deferred_norms_.count(n.inputs[0].src)) return false;
+  }
+  return true;
 }
 
 bool CudaExecutor::runs_small_group(size_t g) {
