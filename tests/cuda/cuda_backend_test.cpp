@@ -571,8 +571,11 @@ TEST(CudaBackend, ExpertsInOneKernelMatchTheReference) {
     for (const auto& k : kernels.per_node) ones += k && k->experts_in_one && k->experts_in_one->normed;
     ASSERT_EQ(ones, 1) << plan.dump();
     if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-    for (bool on : {true, false}) {
-      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .experts_in_one = on});
+    // On with the whole stage, on with 40 KB (x and one or two experts' rows staged, the rest
+    // read from memory by every warp), off.
+    for (int way : {0, 1, 2}) {
+      const bool on = way < 2;
+      CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .experts_in_one = on, .experts_in_one_smem_kb = way == 1 ? 40 : 0});
       for (int64_t rows : {int64_t{1}, int64_t{3}}) {
         // The first `chosen` experts of a rotation by the row, each weighted 1 / (its rank + 2).
         std::vector<float> pick(static_cast<size_t>(rows * E), 0.0f), weight(pick.size(), 0.0f);
@@ -595,7 +598,7 @@ TEST(CudaBackend, ExpertsInOneKernelMatchTheReference) {
         const int64_t before = cuda.experts_in_one_run();
         for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
           cuda.run();
-          const std::string at = " (H " + std::to_string(H) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (on ? ")" : ", off)");
+          const std::string at = " (H " + std::to_string(H) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + ", way " + std::to_string(way) + ")";
           expect_close(ref.output("logits"), cuda.output("logits"), "logits" + at);
           // Sums of 2304 and 768 products in another order than the reference's: within 1e-5 of
           // the largest output, not 2e-5 of each.

@@ -270,6 +270,7 @@ void CudaExecutor::read_env_options() {
   const char* experts = std::getenv("LUMINAL_CUDA_EXPERT_SUM");
   if (experts && std::string(experts) == "0") options_.expert_sum_in_gemv = false;
   if (const char* one = std::getenv("LUMINAL_CUDA_EXPERTS_IN_ONE")) options_.experts_in_one = std::string(one) != "0";
+  if (const char* kb = std::getenv("LUMINAL_CUDA_EXPERTS_SMEM_KB")) options_.experts_in_one_smem_kb = std::max(0, std::atoi(kb));
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   if (const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP")) options_.router_in_group = std::string(router) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
@@ -1056,6 +1057,8 @@ void CudaExecutor::run(bool wait) {
         const GemvForm& f = (normed_in ? experts_in_one_normed_forms_ : experts_in_one_forms_).at(*sum);
         Launch l = f.kernels->launches[0];
         l.work = Expr(ctx_.info().multiprocessors);
+        // (At least 32 KB: x, up to 8192 values, comes first in it.)
+        if (options_.experts_in_one_smem_kb > 0) l.shared_bytes = Expr(int64_t{std::max(options_.experts_in_one_smem_kb, 32)} * 1024);
         launch(l, *f.kernels, f.function, out.ptr, args);
         experts_outputs_[*sum] = out;
         experts_fused_products_.insert(p);

@@ -142,6 +142,10 @@ struct CudaOptions {
   // 0.643 ms a token with it against 0.619-0.623 without (docs/cuda_backend.md, session 38).
   // Also LUMINAL_CUDA_EXPERTS_IN_ONE=1.
   bool experts_in_one = false;
+  // Its dynamic shared memory in KB (0: kExpertsInOneSharedBytes), which sizes its stage of down
+  // rows: less leaves room on each SM for the next kernel's blocks, the chosen experts past the
+  // stage then read from memory. For measuring; also LUMINAL_CUDA_EXPERTS_SMEM_KB.
+  int experts_in_one_smem_kb = 0;
   // A softmax with one row (a decode's MoE routing) whose first reader is a fused kernel with a
   // NodeKernels::softmax_fold launches nothing: that reader computes it from its input and
   // stores it for the others. Also LUMINAL_CUDA_SOFTMAX_FOLD=0.
