@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
       const std::string label = plan.node(id).kernel + " node " + std::to_string(id);
       list_form(list, label, &*k.per_node[id]);
       list_form(list, label + " normed", k.per_node[id]->normed.get());
+      if (const auto& gated = k.per_node[id]->gated) {  // an MoE's gate/up experts storing their gated product
+        list_form(list, label + " gated", gated.get());
+        list_form(list, label + " gated normed", gated->normed.get());
+      }
       if (k.per_node[id]->normed) readers[plan.node(id).inputs[0].src].push_back(id);
     }
     for (const auto& [norm, members] : readers) {
