@@ -63,14 +63,19 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "  float* lm_hs = (float*)lm_out1;  // [chosen, h]: the gated products, for every block's down rows\n"
     << "  unsigned* lm_sync = (unsigned*)lm_out2;  // the grid barrier's count and generation\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_warp = threadIdx.x >> 5, lm_warps = blockDim.x >> 5;\n"
-    // 1. x's values into registers, their loads in flight with the scales' below: one wait on L2
-    // for both. (Loads issued after the bulk copies below would queue behind the block's 200 KB.)
-    << "  float lm_xr[" << x_per_thread << "];\n"
+    // 1. x's values (and the gain's) into registers, their loads in flight with the scales' below:
+    // one wait on L2 for all. (Loads issued after the bulk copies below would queue behind the
+    // block's 200 KB; the gain's loaded in step 3's loop, which may stop early, went out one
+    // round trip at a time: 8 in a row, read in the SASS.)
+    << "  float lm_xr[" << x_per_thread << "], lm_gr[" << x_per_thread << "];\n"
     << "  #pragma unroll\n"
     << "  for (int lm_i = 0; lm_i < " << x_per_thread << "; ++lm_i) {\n"
     << "    const long long lm_k = threadIdx.x + lm_i * " << kBlockThreads << ";\n"
-    << "    lm_xr[lm_i] = lm_k < lm_kk ? ((const float*)lm_ga)[" << c(a->offset) << " + lm_k] : 0.0f;\n"
-    << "  }\n"
+    << "    lm_xr[lm_i] = lm_k < lm_kk ? ((const float*)lm_ga)[" << c(a->offset) << " + lm_k] : 0.0f;\n";
+  if (gain)
+    s << "    lm_gr[lm_i] = lm_k < lm_kk ? " << (gain_bf16 ? "lm_bf16_f32(((const uint16_t*)lm_gain)[" : "(((const float*)lm_gain)[")
+      << c(norm->gain_offset) << " + lm_k]) : 0.0f;\n";
+  s << "  }\n"
     // 2. The experts row 0 chooses (a nonzero gate/up or down scale), in order, and their scales.
     << "  if (threadIdx.x == 0) lm_nact = 0;\n  __syncthreads();\n"
     << "  for (long long lm_c0 = 0; lm_c0 < lm_E; lm_c0 += blockDim.x) {\n"
@@ -91,8 +96,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "    if (lm_k >= lm_kk) break;\n"
     << "    float lm_v = lm_xr[lm_i];\n";
   if (norm) s << "    lm_q = __fmaf_rn(lm_v, lm_v, lm_q);\n";
-  if (gain)
-    s << "    lm_v *= " << (gain_bf16 ? "lm_bf16_f32(((const uint16_t*)lm_gain)[" : "(((const float*)lm_gain)[") << c(norm->gain_offset) << " + lm_k]);\n";
+  if (gain) s << "    lm_v *= lm_gr[lm_i];\n";
   s << "    lm_xv[lm_k] = lm_v;\n  }\n";
   if (norm)  // as the normed GEMVs: 1 / sqrt(mean(x²) + eps) on each sum
     s << "  lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"

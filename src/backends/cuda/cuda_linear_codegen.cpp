@@ -99,9 +99,37 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     if (gain)
       s << "    const " << (gain_bf16 ? "uint16_t" : "float") << "* lm_G0 = (const " << (gain_bf16 ? "uint16_t" : "float") << "*)lm_gain + " << go
         << ";\n";
+    // A thread's float4s of the row (and the gain's) loaded together before any is used: one
+    // trip to L2 (a loop striding by blockDim.x went out one iteration, two loads, at a time);
+    // then, for blocks narrower than kBlockThreads, the rest of the row.
+    const int64_t NU = (*kconst + kBlockThreads * 4 - 1) / (kBlockThreads * 4);
+    const std::string gtype = gain_bf16 ? "uint2" : "float4";
     s << "    for (int lm_i = 0; lm_i < lm_m; ++lm_i) {\n"
       << "      float lm_q = 0.0f;\n"
-      << "      for (int lm_p = threadIdx.x * 4; lm_p < " << KS << "; lm_p += blockDim.x * 4) {\n"
+      << "      float4 lm_xs[" << NU << "];\n"
+      << (gain ? "      " + gtype + " lm_gs[" + std::to_string(NU) + "];\n" : std::string())
+      << "      #pragma unroll\n"
+      << "      for (int lm_u = 0; lm_u < " << NU << "; ++lm_u) {\n"
+      << "        const int lm_p = (threadIdx.x + lm_u * blockDim.x) * 4;\n"
+      << "        lm_xs[lm_u] = lm_p < " << KS << " ? *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n";
+    if (gain)
+      s << "        lm_gs[lm_u] = lm_p < " << KS << " ? *(const " << gtype << "*)(lm_G0 + lm_p) : " << (gain_bf16 ? "make_uint2(0, 0)" : "make_float4(0.0f, 0.0f, 0.0f, 0.0f)")
+        << ";\n";
+    s << "      }\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_u = 0; lm_u < " << NU << "; ++lm_u) {\n"
+      << "        const int lm_p = (threadIdx.x + lm_u * blockDim.x) * 4;\n"
+      << "        if (lm_p >= " << KS << ") break;\n"
+      << "        float4 lm_x = lm_xs[lm_u];\n"
+      << squares_into("lm_q", "        ");
+    if (gain_bf16)
+      s << "        lm_x.x *= __uint_as_float(lm_gs[lm_u].x << 16); lm_x.y *= __uint_as_float(lm_gs[lm_u].x & 0xffff0000u);\n"
+        << "        lm_x.z *= __uint_as_float(lm_gs[lm_u].y << 16); lm_x.w *= __uint_as_float(lm_gs[lm_u].y & 0xffff0000u);\n";
+    else if (gain)
+      s << "        lm_x.x *= lm_gs[lm_u].x; lm_x.y *= lm_gs[lm_u].y; lm_x.z *= lm_gs[lm_u].z; lm_x.w *= lm_gs[lm_u].w;\n";
+    s << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
+      << "      }\n"
+      << "      for (int lm_p = (threadIdx.x + " << NU << " * blockDim.x) * 4; lm_p < " << KS << "; lm_p += blockDim.x * 4) {\n"
       << "        float4 lm_x = *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p);\n"
       << squares_into("lm_q", "        ") << times_gain("lm_G0", "lm_p", "        ")
       << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
