@@ -1364,10 +1364,11 @@ TEST(CudaBackend, NormsFoldIntoTheGemvsThatReadThem) {
                                                  {"wq", testing::random_buffer(DType::BF16, {n, k1}, seed++)},
                                                  {"wk", testing::random_buffer(DType::BF16, {n + 8, k1}, seed++)},
                                                  {"wo", testing::random_buffer(DType::F32, {n, k2}, seed++)}};
-  // From 12 on, the schedules with the norm staged in shared memory (12: four rows a unit, 20:
-  // one, so m = 3 takes its inline path); o's rows (70 f32) cannot be staged, and its forced
-  // index clamps to its last inline schedule.
-  for (int variant : {-1, 3, 9, 12, 20})
+  // From 14 (the inline schedules, kLinearVariants, come first), the schedules with the norm
+  // staged in shared memory (14: four rows a unit, 22: one, so m = 3 takes its inline path); o's
+  // rows (70 f32) cannot be staged, and its forced index clamps to its last inline schedule.
+  static_assert(std::size(gen::kLinearVariants) == 14, "the forced indices below count them");
+  for (int variant : {-1, 3, 9, 14, 22})
     for (int64_t m : {1, 3, 40}) {
       std::map<std::string, Buffer> inputs = weights;
       inputs["x1"] = testing::random_buffer(DType::F32, {m, k1}, seed++);
@@ -1402,6 +1403,41 @@ TEST(CudaBackend, NormsFoldIntoTheGemvsThatReadThem) {
         }
       }
     }
+}
+
+// A norm staged over a row wider than a block's float4s (4104 values: five a thread, the last
+// for two threads alone; session 43 loads them all before using any) with a bf16 gain, as the 8B's
+// 4096: every staged schedule (forced from 14: the ones of one row a unit, the only ones whose
+// stage fits) against the reference, launched, recorded and replayed.
+TEST(CudaBackend, StagedNormsOverWideRowsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  const int64_t k = 4104, n = 48;
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("s"), Expr(k)});
+  Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {Expr(k)}), DType::F32), 1e-6);
+  linear(h, cast(input(g, "w", DType::BF16, {Expr(n), Expr(k)}), DType::F32), std::nullopt).output("y");
+  const Graph plan = compiled(g);
+  const std::map<std::string, Buffer> inputs = {{"x", testing::random_buffer(DType::F32, {1, k}, 301)},
+                                                {"gain", testing::random_buffer(DType::BF16, {k}, 302, 0.5, 1.5)},
+                                                {"w", testing::random_buffer(DType::BF16, {n, k}, 303)}};
+  Interpreter ref(plan);
+  for (const auto& [name, b] : inputs) ref.set_input(name, b);
+  ref.run();
+  const Buffer want = ref.output("y");
+  double largest = 0;
+  for (size_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::abs(want.get(i)));
+  for (int variant = 14; variant < 20; ++variant) {
+    CudaExecutor cuda(plan, "", CudaOptions{.force_variant = variant});
+    for (const auto& [name, b] : inputs) cuda.set_input(name, b);
+    for (int run = 0; run < 3; ++run) {
+      cuda.run();
+      const Buffer got = cuda.output("y");
+      ASSERT_EQ(got.numel(), want.numel());
+      for (size_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * largest) << "element " << i << " variant " << variant << " run " << run + 1;
+    }
+    EXPECT_GT(cuda.norms_folded(), 0) << "variant " << variant;
+  }
 }
 
 // A linear group whose one reader is the gated product of its two outputs (a decode's gate and
