@@ -528,7 +528,8 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   for (const ExpertSumVariant& v : kExpertSumVariants) {
     auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v);
     if (!body) return;
-    Launch l{w.finish(*body, functions), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
+    Launch l{w.finish(*body, functions, "", kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
+    l.blocks_per_sm = v.min_blocks;
     (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
   }
   r.expert_sum = std::make_shared<NodeKernels>(std::move(k));

@@ -191,10 +191,17 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
 // at flat index `at` of the [m, n] output. Up to kMaxListedExperts experts (a constant).
 // A unit is `cols` columns of `rows` rows, for a team of `team` threads.
 constexpr int kMaxListedExperts = 1024;
+// `min_blocks` > 0: launch bounds of that many blocks an SM, and a grid of at most that many.
+// ptxas then has the registers to issue a decode unit's loads of four chunks (weights,
+// activations, scales) together; with the plain bounds it kept about 64 registers and spread
+// them over the products (session 43, read in the SASS: 16 loads then one wait, against two
+// or three waits).
 struct ExpertSumVariant {
   int team, cols, rows;
+  int min_blocks = 0;
 };
-constexpr ExpertSumVariant kExpertSumVariants[] = {{32, 1, 1}, {32, 2, 1}, {32, 4, 1}, {64, 1, 1}, {64, 2, 1}, {128, 1, 1}, {32, 1, 4}, {64, 2, 4}};
+constexpr ExpertSumVariant kExpertSumVariants[] = {{32, 1, 1}, {32, 2, 1},    {32, 4, 1},    {64, 1, 1},   {64, 2, 1}, {128, 1, 1},
+                                                   {32, 1, 4}, {64, 2, 4},    {32, 1, 1, 2}, {32, 2, 1, 2}, {64, 1, 1, 2}};
 std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
                                            const std::function<std::string(const std::string&, const std::string&)>& store,
                                            const ExpertSumVariant& v);

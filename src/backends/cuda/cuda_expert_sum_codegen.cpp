@@ -67,14 +67,24 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
   // A column past n reads the tile's first column again (its sums are not stored).
   for (int k = 0; k < C; ++k) o << "    const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
   // Chunk u of the loop: its expert's offsets, then C weight loads (streaming: read once a step).
+  // With one row a unit (a decode's), the chunk's activations and scale load here too, with the
+  // weights: loaded in the products below, each chunk's went out only after the chunk before
+  // had been summed, one trip to L2 after another (session 43, read in the SASS).
+  const bool early = R == 1;
   auto loads = [&](int u) {
     std::ostringstream l;
+    const std::string U_ = std::to_string(u);
     l << "        const long long lm_p" << u << " = lm_p + " << u << " * " << step << ";\n"
       << "        const int lm_x" << u << " = (int)(lm_p" << u << " / lm_kk);\n"
       << "        const long long lm_e" << u << " = lm_act[lm_x" << u << "], lm_q" << u << " = lm_p" << u << " - lm_x" << u << " * lm_kk;\n";
     for (int k = 0; k < C; ++k)
       l << "        const " << vec << " lm_r" << u << "_" << k << " = __ldcs((const " << vec << "*)(lm_B + lm_e" << u << " * lm_be + lm_o" << k
         << " + lm_q" << u << "));\n";
+    if (early) {
+      l << "        const float lm_s" << U_ << " = lm_S[lm_e" << U_ << " * lm_se];\n";
+      for (int f = 0; f < per; f += 4)
+        l << "        const float4 lm_a" << U_ << "_" << f / 4 << " = *(const float4*)(lm_A + lm_e" << U_ << " * lm_ae + lm_q" << U_ << " + " << f << ");\n";
+    }
     return l.str();
   };
   auto products = [&](int u) {
@@ -93,13 +103,22 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
         l << "          " << w << "[0] = " << raw << ".x; " << w << "[1] = " << raw << ".y; " << w << "[2] = " << raw << ".z; " << w << "[3] = " << raw
           << ".w;\n";
     }
-    l << "          for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
-      << "            if (lm_i >= lm_rows) break;\n"
-      << "            const float lm_sc = lm_S[lm_e" << u << " * lm_se + lm_i * lm_ss];\n"
-      << "            const float* lm_a = lm_A + lm_e" << u << " * lm_ae + lm_i * lm_as + lm_q" << u << ";\n"
-      << "            float lm_t[" << C << "] = {};\n"
+    if (early) {  // the one row, its values loaded with the weights
+      l << "          {\n"
+        << "            const int lm_i = 0;\n"
+        << "            const float lm_sc = lm_s" << U_ << ";\n"
+        << "            const float4 lm_xa[" << per / 4 << "] = {";
+      for (int f = 0; f < per; f += 4) l << (f ? ", " : "") << "lm_a" << U_ << "_" << f / 4;
+      l << "};\n";
+    } else {
+      l << "          for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
+        << "            if (lm_i >= lm_rows) break;\n"
+        << "            const float lm_sc = lm_S[lm_e" << u << " * lm_se + lm_i * lm_ss];\n"
+        << "            const float* lm_a = lm_A + lm_e" << u << " * lm_ae + lm_i * lm_as + lm_q" << u << ";\n";
+    }
+    l << "            float lm_t[" << C << "] = {};\n"
       << "            for (int lm_f = 0; lm_f < " << per << "; lm_f += 4) {\n"
-      << "              const float4 lm_x = *(const float4*)(lm_a + lm_f);\n"
+      << "              const float4 lm_x = " << (early ? "lm_xa[lm_f / 4]" : "*(const float4*)(lm_a + lm_f)") << ";\n"
       << "              for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
       << "                lm_t[lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_f], lm_t[lm_k]);\n"
       << "                lm_t[lm_k] = __fmaf_rn(lm_x.y, lm_wv[lm_k][lm_f + 1], lm_t[lm_k]);\n"
