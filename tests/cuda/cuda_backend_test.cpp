@@ -422,12 +422,21 @@ TEST(CudaBackend, NormedGatedExpertsMatchTheReference) {
   (silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I)).output("act");
   const Graph plan = compiled(g);
   const PlanKernels kernels = generate_plan_kernels(plan);
-  int forms = 0;
-  for (const auto& k : kernels.per_node) forms += k && k->gated && k->gated->normed;
+  int forms = 0, schedules = 0;
+  for (const auto& k : kernels.per_node)
+    if (k && k->gated && k->gated->normed) ++forms, schedules = static_cast<int>(k->gated->normed->alternatives.size()) + 1;
   ASSERT_EQ(forms, 1) << plan.dump();
+  // The even-column schedules twice (grid caps), then the one-row ones again with their
+  // activations loaded early (LinearVariant::early), twice.
+  int even = 0, one_row = 0;
+  for (const gen::LinearVariant& v : gen::kLinearVariants) even += v.cols % 2 == 0, one_row += v.cols % 2 == 0 && v.rows == 1;
+  EXPECT_EQ(schedules, 2 * even + 2 * one_row);
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  for (bool fold : {true, false}) {
-    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .norm_in_gemv = fold});
+  // The tuner's choice with the norm folded and not, then every schedule forced (-1: tuned).
+  std::vector<std::pair<bool, int>> ways{{true, -1}, {false, -1}};
+  for (int v = 0; v < schedules; ++v) ways.emplace_back(true, v);
+  for (const auto& [fold, variant] : ways) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = variant, .norm_in_gemv = fold});
     for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{20}}) {
       const std::map<std::string, Buffer> in{{"x", testing::random_buffer(DType::F32, {rows, H}, 41)},
                                              {"gain", testing::random_buffer(DType::BF16, {H}, 42)},
@@ -440,7 +449,8 @@ TEST(CudaBackend, NormedGatedExpertsMatchTheReference) {
       const int64_t before = cuda.norms_folded();
       for (int rep = 0; rep < 3; ++rep) {  // the second run records a CUDA graph, the third replays it
         cuda.run();
-        const std::string at = " at s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (fold ? "" : " (no fold)");
+        const std::string at = " at s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (fold ? "" : " (no fold)") +
+                               ", variant " + std::to_string(variant);
         expect_close(ref.output("act"), cuda.output("act"), "act" + at);
         expect_close(ref.output("logits"), cuda.output("logits"), "logits" + at);
       }

@@ -1245,18 +1245,22 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         const GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
         // Its schedules with an even number of columns a unit, reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
+        // After them, the one-row ones again with their activations loaded early
+        // (LinearVariant::early), which the tuner weighs against the plain ones.
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
           auto k = std::make_shared<NodeKernels>();
-          for (int cap : {0, 4})
-            for (const LinearVariant& v : kLinearVariants) {
-              if (v.cols % 2 != 0) continue;
-              auto body = strided_linear_body(x, lb, dts, count_decl, store_v, v, ls, norm, &epi);
-              if (!body) continue;
-              Launch l = linear_launch(w.finish(*body, functions), count, v);
-              l.blocks_per_sm = cap;
-              l.gain_in = norm && norm->gain;
-              (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
-            }
+          for (bool early : {false, true})
+            for (int cap : {0, 4})
+              for (LinearVariant v : kLinearVariants) {
+                if (v.cols % 2 != 0 || (early && v.rows != 1)) continue;
+                v.early = early;
+                auto body = strided_linear_body(x, lb, dts, count_decl, store_v, v, ls, norm, &epi);
+                if (!body) continue;
+                Launch l = linear_launch(w.finish(*body, functions), count, v);
+                l.blocks_per_sm = cap;
+                l.gain_in = norm && norm->gain;
+                (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
+              }
           return k;
         };
         std::shared_ptr<NodeKernels> gk = gated_schedules(la, nullptr);

@@ -69,6 +69,14 @@ struct LinearVariant {
   // the four-column one-row schedules come spread: with one column a unit the grids are
   // several waves already (and each schedule is one more NVRTC function per shape).
   bool spread = false;
+  // ScaledMatmul with one row a unit (an MoE decode's experts) only: each chunk's x values and
+  // the inline norm's gain load with its weights, not in its products. There each chunk's went
+  // out only once the chunk before was summed, one trip to L2 after another, four a pass (session
+  // 43, read in the SASS of the gate/up experts' GEMV); loaded early, a lane's 24 loads of a
+  // pass go out together, at about 160 registers where the plain schedule has 120, so both are
+  // offered (the gate/up experts' gated forms add early copies of the one-row schedules) and the
+  // tuner picks.
+  bool early = false;
 };
 constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
                                              {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1},

@@ -187,6 +187,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
   // `rows` rows of A: each A value is loaded once for all the tile's columns.
   std::string arow = "lm_A + lm_i * lm_as";  // row lm_i of the unit's A
+  // LinearVariant::early (an MoE decode's experts: ScaledMatmul, one row a unit, the plain rows'
+  // path): each chunk's x values (and the inline norm's gain) load with its weights (loads
+  // below), not in its products.
+  auto early = [&](bool from_stage) { return v.early && scale && R == 1 && !from_stage && arow == "lm_A + lm_i * lm_as"; };
   auto chunk = [&](int u, const std::string& at, bool from_stage = false) {
     const bool inline_norm = norm && !from_stage;
     std::ostringstream o;
@@ -202,14 +206,26 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
         o << "            " << w << "[0] = " << raw << ".x; " << w << "[1] = " << raw << ".y; " << w << "[2] = " << raw << ".z; " << w << "[3] = " << raw
           << ".w;\n";
     }
+    const bool pre = early(from_stage);
     o << "            for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
-      << "              if (lm_i >= lm_rows) break;\n"
-      << "              const float* lm_a = " << (from_stage ? "lm_xn + lm_i * " + KS : arow) << " + " << at << ";\n"
-      << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
-      << "                " << (inline_norm ? "" : "const ") << "float4 lm_x = *(const float4*)(lm_a + lm_e);\n";
-    if (inline_norm)  // the row's sum of x², then x times the gain
-      o << squares_into("lm_acc[lm_i][" + std::to_string(C) + "]", "                ")
-        << times_gain("lm_G", at + " + lm_e", "                ");
+      << "              if (lm_i >= lm_rows) break;\n";
+    if (!pre) o << "              const float* lm_a = " << (from_stage ? "lm_xn + lm_i * " + KS : arow) << " + " << at << ";\n";
+    if (pre) o << "              #pragma unroll\n";  // lm_xe's index a constant: registers
+    o << "              for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
+      << "                " << (inline_norm ? "" : "const ") << "float4 lm_x = "
+      << (pre ? "lm_xe" + std::to_string(u) + "[lm_e / 4]" : "*(const float4*)(lm_a + lm_e)") << ";\n";
+    if (inline_norm) {  // the row's sum of x², then x times the gain
+      o << squares_into("lm_acc[lm_i][" + std::to_string(C) + "]", "                ");
+      if (pre && gain_bf16)
+        o << "                { const uint2 lm_gu = lm_ge" << u << "[lm_e / 4];\n"
+          << "                  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
+          << "                  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
+      else if (pre && gain)
+        o << "                { const float4 lm_gv = lm_ge" << u << "[lm_e / 4];\n"
+          << "                  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
+      else
+        o << times_gain("lm_G", at + " + lm_e", "                ");
+    }
     o << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_e], lm_acc[lm_i][lm_k]);\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.y, lm_wv[lm_k][lm_e + 1], lm_acc[lm_i][lm_k]);\n"
@@ -219,12 +235,22 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     return o.str();
   };
   std::string wload = "__ldcs";
-  auto loads = [&](int u, const std::string& at) {
+  auto loads = [&](int u, const std::string& at, bool from_stage) {
     std::ostringstream o;
     // Streaming loads (evict first): each weight is read once a step, and should not push the
     // activations out of the caches.
     for (int k = 0; k < C; ++k)
       o << "          const " << vec << " lm_r" << u << "_" << k << " = " << wload << "((const " << vec << "*)(lm_B + lm_o" << k << " + " << at << "));\n";
+    if (early(from_stage)) {  // row 0's x (and gain) for the chunk, with its weights
+      const std::string n4 = std::to_string(per / 4), U_ = std::to_string(u);
+      o << "          float4 lm_xe" << U_ << "[" << n4 << "];\n";
+      if (gain) o << "          " << (gain_bf16 ? "uint2" : "float4") << " lm_ge" << U_ << "[" << n4 << "];\n";
+      o << "          #pragma unroll\n"
+        << "          for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
+        << "            lm_xe" << U_ << "[lm_e / 4] = *(const float4*)(lm_A + " << at << " + lm_e);\n";
+      if (gain) o << "            lm_ge" << U_ << "[lm_e / 4] = *(const " << (gain_bf16 ? "uint2" : "float4") << "*)(lm_G + " << at << " + lm_e);\n";
+      o << "          }\n";
+    }
     return o.str();
   };
   // `in_flight` loads per column and thread before their products: decode is a stream over W,
@@ -236,11 +262,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     auto vector_loop = [&](bool from_stage) {
       o << "        long long lm_p = lm_tid * " << per << ";\n"
         << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
-      for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step);
+      for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
       for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
       o << "        }\n"
         << "        for (; lm_p + " << per << " <= lm_ke; lm_p += " << step << ") {\n"
-        << loads(0, "lm_p") << chunk(0, "lm_p", from_stage) << "        }\n";
+        << loads(0, "lm_p", from_stage) << chunk(0, "lm_p", from_stage) << "        }\n";
     };
     if (staged && arow == "lm_A + lm_i * lm_as") {  // the plain rows' path: x may come from the stage
       o << "        if (lm_staged) {\n";
