@@ -85,6 +85,11 @@ std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLaye
   return s + in + "}\n";
 }
 
+bool multiple_of(const Expr& e, int64_t n) {
+  const std::optional<int64_t> v = e.as_const();
+  return v && *v % n == 0;
+}
+
 bool env_switch_on(const char* name) {
   const char* e = std::getenv(name);
   return !(e && std::string(e) == "0");

@@ -15,6 +15,7 @@ namespace luminal::cuda::gen {
 std::string float_lit(float f);             // exact (hex) float literal; inf and NaN by bits
 std::string value_lit(double v, DType t);   // a literal of t's value type, converted as Cast would
 std::string c(const Expr& e);               // the expression as C, index variable lm_q
+bool multiple_of(const Expr& e, int64_t n);  // a constant that n divides
 Expr product_of(const std::vector<Expr>& shape, size_t from, size_t to);
 // A one-instruction program: what a primitive elementwise node computes, so that it goes
 // through the same emitter (and rounding) as fused kernels.

@@ -7,15 +7,6 @@
 
 namespace luminal::cuda::gen {
 
-namespace {
-
-bool multiple_of(const Expr& e, int64_t n) {
-  const std::optional<int64_t> v = e.as_const();
-  return v && *v % n == 0;
-}
-
-}  // namespace
-
 // The kernel's warps, and the rows of a 16-row chunk each takes of an expert past the stage.
 constexpr int kWarps = kBlockThreads / 32, kRowsPerWarp = 16 / kWarps;
 static_assert(16 % kWarps == 0, "a chunk's 16 rows shared evenly by the warps");

@@ -74,15 +74,19 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     return in + acc + " = __fmaf_rn(lm_x.x, lm_x.x, " + acc + "); " + acc + " = __fmaf_rn(lm_x.y, lm_x.y, " + acc + ");\n" + in + acc +
            " = __fmaf_rn(lm_x.z, lm_x.z, " + acc + "); " + acc + " = __fmaf_rn(lm_x.w, lm_x.w, " + acc + ");\n";
   };
-  auto times_gain = [&](const std::string& g, const std::string& at, const std::string& in) -> std::string {
+  // The gain's four values for a float4 of x: two bf16 words' worth (uint2) or a float4.
+  const std::string gvec = gain_bf16 ? "uint2" : "float4";
+  // lm_x times the gain's four values held in `value` (a gvec expression: loaded, or registers).
+  auto times_gain_value = [&](const std::string& value, const std::string& in) -> std::string {
     if (gain_bf16)
-      return in + "{ const uint2 lm_gu = *(const uint2*)(" + g + " + " + at + ");\n" + in +
+      return in + "{ const uint2 lm_gu = " + value + ";\n" + in +
              "  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n" + in +
              "  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
-    if (gain)
-      return in + "{ const float4 lm_gv = *(const float4*)(" + g + " + " + at + ");\n" + in +
-             "  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
+    if (gain) return in + "{ const float4 lm_gv = " + value + ";\n" + in + "  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
     return "";
+  };
+  auto times_gain = [&](const std::string& g, const std::string& at, const std::string& in) {
+    return times_gain_value("*(const " + gvec + "*)(" + g + " + " + at + ")", in);
   };
   const std::optional<int64_t> kconst = a->shape[r - 1].as_const();
   const bool staged = v.staged && norm && kconst && *kconst > 0 && *kconst % per == 0 && R * *kconst * 4 <= kMaxStagedNormBytes;
@@ -103,17 +107,16 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     // trip to L2 (a loop striding by blockDim.x went out one iteration, two loads, at a time);
     // then, for blocks narrower than kBlockThreads, the rest of the row.
     const int64_t NU = (*kconst + kBlockThreads * 4 - 1) / (kBlockThreads * 4);
-    const std::string gtype = gain_bf16 ? "uint2" : "float4";
     s << "    for (int lm_i = 0; lm_i < lm_m; ++lm_i) {\n"
       << "      float lm_q = 0.0f;\n"
       << "      float4 lm_xs[" << NU << "];\n"
-      << (gain ? "      " + gtype + " lm_gs[" + std::to_string(NU) + "];\n" : std::string())
+      << (gain ? "      " + gvec + " lm_gs[" + std::to_string(NU) + "];\n" : std::string())
       << "      #pragma unroll\n"
       << "      for (int lm_u = 0; lm_u < " << NU << "; ++lm_u) {\n"
       << "        const int lm_p = (threadIdx.x + lm_u * blockDim.x) * 4;\n"
       << "        lm_xs[lm_u] = lm_p < " << KS << " ? *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n";
     if (gain)
-      s << "        lm_gs[lm_u] = lm_p < " << KS << " ? *(const " << gtype << "*)(lm_G0 + lm_p) : " << (gain_bf16 ? "make_uint2(0, 0)" : "make_float4(0.0f, 0.0f, 0.0f, 0.0f)")
+      s << "        lm_gs[lm_u] = lm_p < " << KS << " ? *(const " << gvec << "*)(lm_G0 + lm_p) : " << (gain_bf16 ? "make_uint2(0, 0)" : "make_float4(0.0f, 0.0f, 0.0f, 0.0f)")
         << ";\n";
     s << "      }\n"
       << "      #pragma unroll\n"
@@ -121,13 +124,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "        const int lm_p = (threadIdx.x + lm_u * blockDim.x) * 4;\n"
       << "        if (lm_p >= " << KS << ") break;\n"
       << "        float4 lm_x = lm_xs[lm_u];\n"
-      << squares_into("lm_q", "        ");
-    if (gain_bf16)
-      s << "        lm_x.x *= __uint_as_float(lm_gs[lm_u].x << 16); lm_x.y *= __uint_as_float(lm_gs[lm_u].x & 0xffff0000u);\n"
-        << "        lm_x.z *= __uint_as_float(lm_gs[lm_u].y << 16); lm_x.w *= __uint_as_float(lm_gs[lm_u].y & 0xffff0000u);\n";
-    else if (gain)
-      s << "        lm_x.x *= lm_gs[lm_u].x; lm_x.y *= lm_gs[lm_u].y; lm_x.z *= lm_gs[lm_u].z; lm_x.w *= lm_gs[lm_u].w;\n";
-    s << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
+      << squares_into("lm_q", "        ") << times_gain_value("lm_gs[lm_u]", "        ")
+      << "        *(float4*)(lm_xn + lm_i * " << KS << " + lm_p) = lm_x;\n"
       << "      }\n"
       << "      for (int lm_p = (threadIdx.x + " << NU << " * blockDim.x) * 4; lm_p < " << KS << "; lm_p += blockDim.x * 4) {\n"
       << "        float4 lm_x = *(const float4*)(lm_X + lm_i * " << c(a->strides[r - 2]) << " + lm_p);\n"
@@ -215,16 +213,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "                " << (inline_norm ? "" : "const ") << "float4 lm_x = "
       << (pre ? "lm_xe" + std::to_string(u) + "[lm_e / 4]" : "*(const float4*)(lm_a + lm_e)") << ";\n";
     if (inline_norm) {  // the row's sum of x², then x times the gain
-      o << squares_into("lm_acc[lm_i][" + std::to_string(C) + "]", "                ");
-      if (pre && gain_bf16)
-        o << "                { const uint2 lm_gu = lm_ge" << u << "[lm_e / 4];\n"
-          << "                  lm_x.x *= __uint_as_float(lm_gu.x << 16); lm_x.y *= __uint_as_float(lm_gu.x & 0xffff0000u);\n"
-          << "                  lm_x.z *= __uint_as_float(lm_gu.y << 16); lm_x.w *= __uint_as_float(lm_gu.y & 0xffff0000u); }\n";
-      else if (pre && gain)
-        o << "                { const float4 lm_gv = lm_ge" << u << "[lm_e / 4];\n"
-          << "                  lm_x.x *= lm_gv.x; lm_x.y *= lm_gv.y; lm_x.z *= lm_gv.z; lm_x.w *= lm_gv.w; }\n";
-      else
-        o << times_gain("lm_G", at + " + lm_e", "                ");
+      o << squares_into("lm_acc[lm_i][" + std::to_string(C) + "]", "                ")
+        << (pre ? times_gain_value("lm_ge" + std::to_string(u) + "[lm_e / 4]", "                ") : times_gain("lm_G", at + " + lm_e", "                "));
     }
     o << "                for (int lm_k = 0; lm_k < " << C << "; ++lm_k) {\n"
       << "                  lm_acc[lm_i][lm_k] = __fmaf_rn(lm_x.x, lm_wv[lm_k][lm_e], lm_acc[lm_i][lm_k]);\n"
@@ -244,11 +234,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     if (early(from_stage)) {  // row 0's x (and gain) for the chunk, with its weights
       const std::string n4 = std::to_string(per / 4), U_ = std::to_string(u);
       o << "          float4 lm_xe" << U_ << "[" << n4 << "];\n";
-      if (gain) o << "          " << (gain_bf16 ? "uint2" : "float4") << " lm_ge" << U_ << "[" << n4 << "];\n";
+      if (gain) o << "          " << gvec << " lm_ge" << U_ << "[" << n4 << "];\n";
       o << "          #pragma unroll\n"
         << "          for (int lm_e = 0; lm_e < " << per << "; lm_e += 4) {\n"
         << "            lm_xe" << U_ << "[lm_e / 4] = *(const float4*)(lm_A + " << at << " + lm_e);\n";
-      if (gain) o << "            lm_ge" << U_ << "[lm_e / 4] = *(const " << (gain_bf16 ? "uint2" : "float4") << "*)(lm_G + " << at << " + lm_e);\n";
+      if (gain) o << "            lm_ge" << U_ << "[lm_e / 4] = *(const " << gvec << "*)(lm_G + " << at << " + lm_e);\n";
       o << "          }\n";
     }
     return o.str();

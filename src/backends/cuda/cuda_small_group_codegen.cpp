@@ -58,11 +58,6 @@ struct GroupLinear {
   }
 };
 
-bool const_multiple(const Expr& e, int64_t m) {
-  const std::optional<int64_t> v = e.as_const();
-  return v && *v % m == 0;
-}
-
 std::optional<GroupLinear> group_linear(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   if (n.op != OpKind::Kernel || n.kernel != "Matmul" || n.dtype != DType::F32 || n.shape.size() != 2 || n.inputs.size() != 2) return std::nullopt;
@@ -85,8 +80,8 @@ std::optional<GroupLinear> group_linear(const Graph& g, NodeId id) {
   const std::optional<int64_t> k = l.a.shape[1].as_const(), nn = b->shape[1].as_const();
   if (!k || !nn || !(b->shape[0] == l.a.shape[1]) || *k < 1 || *k > kSmallGroupMaxLinearK || *nn < 1 || *nn > kSmallGroupMaxValues) return std::nullopt;
   const int per = l.b_dtype == DType::BF16 ? 8 : 4;  // weight values a 16-byte load
-  if ((l.b_dtype != DType::BF16 && l.b_dtype != DType::F32) || *k % per != 0 || !const_multiple(b->offset, per) ||
-      !const_multiple(b->strides[1], per))
+  if ((l.b_dtype != DType::BF16 && l.b_dtype != DType::F32) || *k % per != 0 || !multiple_of(b->offset, per) ||
+      !multiple_of(b->strides[1], per))
     return std::nullopt;
   l.n = *nn;
   l.k = *k;
