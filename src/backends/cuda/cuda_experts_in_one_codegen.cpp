@@ -147,10 +147,11 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     // multiprocessor), after which the kernels behind this one may start.
     << grid_barrier("lm_sync")
     << "  lm_grid_release();\n"
-    // 7. The block's output columns, 16 at a time: warp w takes chosen experts w, w + warps, ..,
-    // each lane 8 of h's values a chunk, held in registers (the first expert's loaded before the
-    // staged rows are waited for); the down rows from shared memory where staged, else from
-    // memory; the 16 sums over the lanes by halving, then over the warps, then the sum's epilogue.
+    // 7. The block's output columns, 16 at a time: warp w takes the staged experts w, w + warps,
+    // .. (their down rows from shared memory), every warp its rows of each expert past the stage
+    // (from memory); each lane 8 of h's values a chunk, held in registers (the first staged
+    // expert's loaded before the staged rows are waited for); the 16 sums over the lanes by
+    // halving, then over the warps, then the sum's epilogue.
     << "  float4 lm_hr[" << h_chunks << "][2];\n"
     << "  auto lm_load_h = [&](int lm_t) {\n"
     << "    const float* lm_hp = lm_hs + lm_t * lm_h;\n"
