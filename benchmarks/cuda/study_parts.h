@@ -1,5 +1,5 @@
 // Pieces the standalone GPU design studies share (gemv_bench.cu, staged_gemv_bench.cu,
-// moe_layer_bench.cu, chain_wait_bench.cu, l2_ahead_bench.cu): the bf16 dot product, a warp's
+// moe_layer_bench.cu, chain_wait_bench.cu, l2_ahead_bench.cu, layer_persistent_bench.cu): the bf16 dot product, a warp's
 // GEMV row, random bf16 weights, programmatic dependent launch, the tensor memory accelerator's
 // bulk copies, and timing a chain of launches as a CUDA graph.
 #pragma once
