@@ -18,6 +18,10 @@
 //   multiply from shared memory.
 // - router, top-k, experts: the router and top-k kernels as in the four, then gate/up and down
 //   as the fused kernel's second half (k_fused<false>).
+// - router, top-k, experts by columns (16, 32 or 48), reduce: the router and top-k kernels, then
+//   a block per (slot, column chunk) computing its gated products and their share of the down
+//   product over all rows into partial rows (k_cols: no barrier, no shared-memory stage, two
+//   blocks an SM), and a small kernel adding the partial rows and the residual (session 44).
 // Layers have distinct weights (the chosen experts' 75 MB a layer come from HBM); the chain
 // of layers is one CUDA graph; medians of its replays; each way's output is compared with the
 // four kernels', and ways 2 and 3 report one launch's phases (%globaltimer stamps). Sessions 38
@@ -38,7 +42,8 @@
 #include "study_parts.h"
 
 constexpr int kH = 2048, kE = 128, kTop = 8, kI = 768, kA = 4096;
-constexpr int kDownRows = 16;  // output rows of the down product a fused block takes, at most
+constexpr int kDownRows = 16;
+constexpr int kOwn = 7;  // the study's own ways; the generated kernels' follow  // output rows of the down product a fused block takes, at most
 
 // Phase times of one traced fused launch (block 0's, and slot 9 the last block's gate/up end).
 __device__ unsigned long long* g_trace;
@@ -238,6 +243,79 @@ __global__ void __launch_bounds__(256) k_dense(const float* __restrict__ x, cons
     }
     acc = warp_sum(acc);
     if (lane == 0) r[row] = __ldcg(x + row) + acc;
+  }
+}
+
+// ---- experts by columns: gate/up and down of one (slot, C-column chunk) a block ----
+// A block computes the C gated products h_j of its slot's expert (a warp a pair) and then those
+// columns' share of the down product for all 2048 rows (a thread a row at a time: C bf16, one
+// or more 32-byte sectors), times the routing weight, into part[unit][row]; k_cols_reduce adds
+// the 8 * 768 / C partial rows and the residual. No barrier or shared-memory stage between
+// gate/up and down, so the blocks stay small enough to share SMs with the next kernel.
+template <int C>
+__global__ void __launch_bounds__(256, 2) k_cols(const float* __restrict__ n, const int* experts, const float* weights,
+                                                const uint4* __restrict__ Wgu, const uint4* __restrict__ Wd, float* part) {
+  __shared__ __align__(16) float s_n[kH];
+  __shared__ __align__(16) float s_h[C];
+  grid_release();
+  grid_wait();
+  const int unit = blockIdx.x, slot = unit / (kI / C), j0 = unit % (kI / C) * C, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int e = __ldcg(experts + slot);
+  for (int i = threadIdx.x; i < kH / 4; i += 256) reinterpret_cast<float4*>(s_n)[i] = __ldcg(reinterpret_cast<const float4*>(n) + i);
+  __syncthreads();
+  for (int jj = warp; jj < C; jj += 8) {
+    const uint4* g = Wgu + ((long long)e * 2 * kI + j0 + jj) * (kH / 8);
+    const uint4* u = g + (long long)kI * (kH / 8);
+    uint4 wg[8], wu[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
+    const float4* n4 = reinterpret_cast<const float4*>(s_n);
+    float sg = 0.0f, su = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int q = lane + 32 * i;
+      sg = dot8(wg[i], n4[2 * q], n4[2 * q + 1], sg);
+      su = dot8(wu[i], n4[2 * q], n4[2 * q + 1], su);
+    }
+    sg = warp_sum(sg), su = warp_sum(su);
+    if (lane == 0) s_h[jj] = sg / (1.0f + __expf(-sg)) * su;
+  }
+  __syncthreads();
+  const float p = __ldcg(weights + slot);
+  const float4* h4 = reinterpret_cast<const float4*>(s_h);
+  const uint4* dn = Wd + (long long)e * kH * (kI / 8) + j0 / 8;
+  constexpr int kWords = C / 8, kRows = kH / 256, kBatch = 16 / kWords;  // 16 loads in flight a thread
+#pragma unroll
+  for (int r0 = 0; r0 < kRows; r0 += kBatch) {
+    uint4 v[kBatch][kWords];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i)
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) v[i][k] = ld_stream(dn + (long long)(threadIdx.x + 256 * (r0 + i)) * (kI / 8) + k);
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) acc = dot8(v[i][k], h4[2 * k], h4[2 * k + 1], acc);
+      part[(long long)unit * kH + threadIdx.x + 256 * (r0 + i)] = p * acc;
+    }
+  }
+}
+
+// out[row] = r[row] + the `units` partial rows; 16 rows a block of 256 (16 threads a row).
+__global__ void __launch_bounds__(256) k_cols_reduce(const float* __restrict__ r, const float* part, int units, float* out) {
+  __shared__ float s_sum[16][17];
+  grid_release();
+  grid_wait();
+  const int row = threadIdx.x & 15, grp = threadIdx.x >> 4, at = blockIdx.x * 16 + row;
+  float acc = 0.0f;
+  for (int u = grp; u < units; u += 16) acc += __ldcg(part + (long long)u * kH + at);
+  s_sum[grp][row] = acc;
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float t = __ldcg(r + blockIdx.x * 16 + threadIdx.x);
+    for (int g = 0; g < 16; ++g) t += s_sum[g][threadIdx.x];
+    out[blockIdx.x * 16 + threadIdx.x] = t;
   }
 }
 
@@ -451,6 +529,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&ds, kE * 4));
   CK(cudaMalloc(&h, kTop * kI * 4));
   CK(cudaMalloc(&experts, kTop * 4));
+  float* part;  // the column ways' partial rows, [8 * 768 / 16][2048] at most
+  CK(cudaMalloc(&part, (long long)kTop * kI / 16 * kH * 4));
   CK(cudaMalloc(&sync, 8));
   CK(cudaMemset(sync, 0, 8));
   CK(cudaMalloc(&gen_sync, 8));
@@ -472,7 +552,8 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
   // way 0: dense only; 1: dense + four kernels; 2: dense + fused; 3: dense + router, top-k,
-  // fused experts; 4 on: as 3 with a generated experts kernel. x starts from x0 each replay.
+  // fused experts; 4-6: router, top-k, experts by 16 / 32 / 48 columns and their reduce; kOwn
+  // on: as 3 with a generated experts kernel. x starts from x0 each replay.
   auto record = [&](int way) {
     CK(cudaMemcpyAsync(x, x0, kH * 4, cudaMemcpyDeviceToDevice, st));
     g_pdl = false;
@@ -491,6 +572,14 @@ int main(int argc, char** argv) {
       } else if (way == 2) {
         launch(st, k_fused<true>, sms, 256, fused_smem, (const float*)r, (const uint4*)wr[l], (const uint4*)wgu[l], (const uint4*)wd[l], logits, h, x,
                sync, traced, (const float*)nullptr, (const int*)nullptr, (const float*)nullptr);
+      } else if (way >= 4 && way < kOwn) {
+        launch(st, k_router, kE, 256, 0, (const float*)r, (const uint4*)wr[l], logits, n);
+        launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights, (float*)nullptr, (float*)nullptr);
+        const int units = way == 4 ? kTop * kI / 16 : way == 5 ? kTop * kI / 32 : kTop * kI / 48;
+        if (way == 4) launch(st, k_cols<16>, units, 256, 0, (const float*)n, (const int*)experts, (const float*)weights, (const uint4*)wgu[l], (const uint4*)wd[l], part);
+        if (way == 5) launch(st, k_cols<32>, units, 256, 0, (const float*)n, (const int*)experts, (const float*)weights, (const uint4*)wgu[l], (const uint4*)wd[l], part);
+        if (way == 6) launch(st, k_cols<48>, units, 256, 0, (const float*)n, (const int*)experts, (const float*)weights, (const uint4*)wgu[l], (const uint4*)wd[l], part);
+        launch(st, k_cols_reduce, kH / 16, 256, 0, (const float*)r, (const float*)part, units, x);
       } else if (way == 3) {
         launch(st, k_router, kE, 256, 0, (const float*)r, (const uint4*)wr[l], logits, n);
         launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights, (float*)nullptr, (float*)nullptr);
@@ -505,15 +594,17 @@ int main(int argc, char** argv) {
         void *hp = h, *sp = gen_sync;
         const long long* dp = dims + 2 * traced;
         void* args[] = {&out, &in0, &in1, &ga, &gb, &gsp, &db, &dsp, &hp, &sp, &dp};
-        launch_generated(st, generated[way - 4], sms, args);
+        launch_generated(st, generated[way - kOwn], sms, args);
       }
     }
   };
   unsigned long long* trace_buf;
   CK(cudaMalloc(&trace_buf, 16 * 8));  // cleared before each way below
   CK(cudaMemcpyToSymbol(g_trace, &trace_buf, sizeof trace_buf));
-  const int ways = 4 + (int)generated.size();
-  std::vector<std::string> names = {"two dense GEMVs (no MoE)", "dense + MoE in four kernels", "dense + MoE fused", "dense + router, top-k, experts"};
+  const int ways = kOwn + (int)generated.size();
+  std::vector<std::string> names = {"two dense GEMVs (no MoE)", "dense + MoE in four kernels", "dense + MoE fused", "dense + router, top-k, experts",
+                                    "dense + router, top-k, 16 columns, reduce", "dense + router, top-k, 32 columns, reduce",
+                                    "dense + router, top-k, 48 columns, reduce"};
   for (const Generated& g : generated) names.push_back("dense + router, top-k, " + g.name);
   std::vector<std::vector<float>> results(ways);
   std::vector<double> per_layer(ways);
@@ -521,7 +612,7 @@ int main(int argc, char** argv) {
                          "down and stored"};
   for (int way = 0; way < ways; ++way) {
     CK(cudaMemset(trace_buf, 0, 16 * 8));
-    if (way >= 4 && generated[way - 4].trace) cuMemsetD8(generated[way - 4].trace, 0, 16 * 8);
+    if (way >= kOwn && generated[way - kOwn].trace) cuMemsetD8(generated[way - kOwn].trace, 0, 16 * 8);
     per_layer[way] = time_chain(st, [&] { record(way); }, reps) / layers;
     results[way].resize(kH);
     CK(cudaMemcpy(results[way].data(), x, kH * 4, cudaMemcpyDeviceToHost));
@@ -533,8 +624,8 @@ int main(int argc, char** argv) {
       for (int i = 1; i <= 8; ++i)
         if (way == 2 || i == 1 || i >= 4) std::printf(" %s %llu;", phase[i - 1], tr[i] - tr[0]);
       std::printf(" inputs read %llu, copies issued %llu; the last block's gate/up end %llu\n", tr[10] - tr[0], tr[11] - tr[0], tr[9] - tr[0]);
-    } else if (way >= 4 && generated[way - 4].trace) {
-      CK(cudaMemcpy(tr, (const void*)generated[way - 4].trace, sizeof tr, cudaMemcpyDeviceToHost));
+    } else if (way >= kOwn && generated[way - kOwn].trace) {
+      CK(cudaMemcpy(tr, (const void*)generated[way - kOwn].trace, sizeof tr, cudaMemcpyDeviceToHost));
       const char* gphase[] = {"waited", "experts listed", "scales, copies issued", "x read", "gate/up (block 0)", "barrier", "down rows copied",
                               "down and stored"};
       std::printf("%s, layer %d, block 0 (ns from its start):", names[way].c_str(), layers / 2);
