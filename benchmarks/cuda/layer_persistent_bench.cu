@@ -23,7 +23,9 @@
 //  7. (partials) x' = r + the 128 partial sums, 16 rows a block.
 // Barriers: 7 a layer with partial sums, 6 with atomics. Ways timed (the layers' chain as one
 // CUDA graph, medians of its replays): the reference kernels (simple, 11 launches a layer, a
-// check rather than a peer), the persistent kernel for all layers in one launch (partials,
+// check rather than a peer), the same phases as a kernel each (7 launches a layer chained with
+// programmatic dependent launch, nothing staged: what the persistent form saves over the same
+// code as ordinary kernels), the persistent kernel for all layers in one launch (partials,
 // atomics), one launch a layer (no copies across layers), and the kernel without the copies
 // (rows read from memory in their phases). Each way's x after every layer
 // and its cache entries are compared with the reference's. One middle layer's phases are
@@ -201,303 +203,393 @@ __device__ __forceinline__ uint4 row_word(const uint4* row, int q) {
   return Stage ? row[q] : __ldcs(row + q);
 }
 
-// ---- the persistent kernel: layers [l0, l1) ----
+// ---- the layer's phases, shared by the persistent kernel and the kernel-a-phase chain ----
+// A block's shared memory (one block an SM, kThreads threads).
+struct Shared {
+  uint4* w;                    // the block's staged q/k/v rows, then its o rows (dynamic)
+  float* vec;                  // [kQ]: normed x, the q heads, a, normed r
+  float (*kv)[kD];             // the new k and v of the block's kv head
+  float *h, *out;              // a unit's gated products [kChunk], its down product [kH]
+  float (*score)[kMaxSlice];   // [kGroup][..]
+  float *m, *l, *red, *p;
+  float (*comb)[32][2];        // [kWarps][32][2]
+  float (*sum)[16];            // [32][16]
+  int* e;
+  unsigned long long* bars;    // [2]: q/k/v rows in, o rows in
+};
+
+// One layer's operands and this block's share of each phase's work.
+struct Layer {
+  const LayerWeights* W;  // all layers (the staged copies read the next one's rows)
+  int l, pos, atomic_sum;
+  const float* x;
+  float *xo, *kc, *vc;
+  Scratch s;
+  int b, G, tid, lane, warp, q0, q1, o0, o1, S, L;
+};
+
+__device__ Layer layer_at(const LayerWeights* W, float* kcache, float* vcache, float* xs, const Scratch& s, int l, int pos, int atomic_sum) {
+  Layer c;
+  c.W = W, c.l = l, c.pos = pos, c.atomic_sum = atomic_sum, c.s = s;
+  c.x = xs + (long long)l * kH, c.xo = xs + (long long)(l + 1) * kH;
+  c.kc = kcache + (long long)l * kKvHeads * kCtx * kD, c.vc = vcache + (long long)l * kKvHeads * kCtx * kD;
+  c.b = blockIdx.x, c.G = gridDim.x, c.tid = threadIdx.x, c.lane = threadIdx.x & 31, c.warp = threadIdx.x >> 5;
+  c.q0 = kQKV * c.b / c.G, c.q1 = kQKV * (c.b + 1) / c.G, c.o0 = kH * c.b / c.G, c.o1 = kH * (c.b + 1) / c.G;
+  c.S = c.G / kKvHeads, c.L = pos + 1;
+  return c;
+}
+
+// 1. raw q/k/v = Wqkv rmsnorm(x): the block's rows, from shared memory where staged (then its o
+// rows' copy is issued into the same memory).
+template <bool Stage>
+__device__ void phase_qkv(const Layer& c, const Shared& sh, unsigned parity) {
+  const LayerWeights& w = c.W[c.l];
+  norm_into(c.x, w.g1, sh.vec, sh.red);
+  if (Stage) mbar_wait(&sh.bars[0], parity);
+  const float4* n4 = reinterpret_cast<const float4*>(sh.vec);
+  for (int row = c.q0 + c.warp; row < c.q1; row += kWarps) {
+    const uint4* wr = Stage ? sh.w + (row - c.q0) * (kH / 8) : w.qkv + (long long)row * (kH / 8);
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = row_word<Stage>(wr, c.lane + 32 * u);
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int q = c.lane + 32 * u;
+      acc = dot8(v[u], n4[2 * q], n4[2 * q + 1], acc);
+    }
+    acc = warp_sum(acc);
+    if (c.lane == 0) c.s.qkv[row] = acc;
+  }
+  __syncthreads();
+  if (Stage && c.tid == 0) copy_rows(sh.w, w.o + (long long)c.o0 * (kQ / 8), (unsigned)(c.o1 - c.o0) * kQ * 2, &sh.bars[1]);
+}
+
+// 2. attention partials: kv head b / S, context slice b % S; each block norms and rotates its
+// eight q heads and the new k itself, and the last slice writes k and v into the cache.
+__device__ void phase_attention(const Layer& c, const Shared& sh) {
+  if (c.b >= kKvHeads * c.S) return;
+  const LayerWeights& w = c.W[c.l];
+  const int kv = c.b / c.S, sl = c.b % c.S, t0 = c.L * sl / c.S, t1 = c.L * (sl + 1) / c.S, T = t1 - t0, pos = c.pos, lane = c.lane, warp = c.warp;
+  if (warp < kGroup + 2) {
+    const float* src = warp < kGroup ? c.s.qkv + (kv * kGroup + warp) * kD : c.s.qkv + kQ + (warp - kGroup) * kKV + kv * kD;
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = __ldcg(src + lane + 32 * u);
+    if (warp <= kGroup) {  // q heads and k: rms norm and rotary
+      const float* g = warp < kGroup ? w.qn : w.kn;
+      const float rs = rsqrtf(warp_sum(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]) / kD + kEps);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] *= rs * __ldg(g + lane + 32 * u);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {  // pairs (lane + 32u, lane + 32u + 64)
+        float cs, sn;
+        rope_cs(pos, lane + 32 * u, &cs, &sn);
+        const float lo = v[u], hi = v[u + 2];
+        v[u] = lo * cs - hi * sn;
+        v[u + 2] = hi * cs + lo * sn;
+      }
+    }
+    float* dst = warp < kGroup ? sh.vec + warp * kD : sh.kv[warp - kGroup];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) dst[lane + 32 * u] = v[u];
+    if (warp >= kGroup && sl == c.S - 1) {
+      float* cache = (warp == kGroup ? c.kc : c.vc) + ((long long)kv * kCtx + pos) * kD;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) cache[lane + 32 * u] = v[u];
+    }
+  }
+  __syncthreads();
+  const float scale = rsqrtf((float)kD);
+  for (int t = t0 + warp; t < t1; t += kWarps) {
+    const float4 k4 = t == pos ? reinterpret_cast<const float4*>(sh.kv[0])[lane]
+                               : __ldg(reinterpret_cast<const float4*>(c.kc + ((long long)kv * kCtx + t) * kD) + lane);
+    float mine = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) {
+      const float4 q4 = reinterpret_cast<const float4*>(sh.vec + h * kD)[lane];
+      const float d = warp_sum(q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w);
+      if (lane == h) mine = d;
+    }
+    if (lane < kGroup) sh.score[lane][t - t0] = mine * scale;
+  }
+  __syncthreads();
+  if (warp < kGroup) {
+    float m = -INFINITY;
+    for (int t = lane; t < T; t += 32) m = fmaxf(m, sh.score[warp][t]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int t = lane; t < T; t += 32) {
+      const float p = __expf(sh.score[warp][t] - m);
+      sh.score[warp][t] = p;
+      sum += p;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) sh.m[warp] = m, sh.l[warp] = sum;
+  }
+  __syncthreads();
+  const int d = c.tid & (kD - 1), h0 = c.tid >> 7;  // heads h0 and h0 + 4
+  float a0 = 0.0f, a1 = 0.0f;
+  const int cached = min(t1, pos);  // the new token (the last slice's last) comes from sh.kv
+  for (int t = t0; t < cached; t += 8) {  // eight rows' loads in flight
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = t + u < cached ? __ldg(c.vc + ((long long)kv * kCtx + t + u) * kD + d) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (t + u < cached) a0 = __fmaf_rn(sh.score[h0][t + u - t0], v[u], a0), a1 = __fmaf_rn(sh.score[h0 + 4][t + u - t0], v[u], a1);
+  }
+  if (t1 > pos) {
+    a0 = __fmaf_rn(sh.score[h0][pos - t0], sh.kv[1][d], a0);
+    a1 = __fmaf_rn(sh.score[h0 + 4][pos - t0], sh.kv[1][d], a1);
+  }
+  const int hq0 = kv * kGroup + h0, hq1 = hq0 + 4, S = c.S;
+  c.s.pacc[((long long)hq0 * S + sl) * kD + d] = a0;
+  c.s.pacc[((long long)hq1 * S + sl) * kD + d] = a1;
+  if (d == 0) {
+    c.s.pm[hq0 * S + sl] = sh.m[h0], c.s.pl[hq0 * S + sl] = sh.l[h0];
+    c.s.pm[hq1 * S + sl] = sh.m[h0 + 4], c.s.pl[hq1 * S + sl] = sh.l[h0 + 4];
+  }
+}
+
+// 3. the slices combined: block b < 128 takes head b / 4, dims (b % 4) * 32 ..
+__device__ void phase_combine(const Layer& c, const Shared& sh) {
+  if (c.b >= 128) return;
+  const int hq = c.b >> 2, d = ((c.b & 3) << 5) + c.lane, S = c.S;
+  float M = -INFINITY;
+  for (int sl = 0; sl < S; ++sl) M = fmaxf(M, __ldcg(c.s.pm + hq * S + sl));
+  float num = 0.0f, den = 0.0f;
+  for (int sl = c.warp; sl < S; sl += kWarps) {
+    const float m = __ldcg(c.s.pm + hq * S + sl);
+    const float f = m == -INFINITY ? 0.0f : __expf(m - M);
+    num = __fmaf_rn(f, __ldcg(c.s.pacc + ((long long)hq * S + sl) * kD + d), num);
+    den = __fmaf_rn(f, __ldcg(c.s.pl + hq * S + sl), den);
+  }
+  sh.comb[c.warp][c.lane][0] = num, sh.comb[c.warp][c.lane][1] = den;
+  __syncthreads();
+  if (c.warp == 0) {
+    float n = 0.0f, e = 0.0f;
+    for (int g = 0; g < kWarps; ++g) n += sh.comb[g][c.lane][0], e += sh.comb[g][c.lane][1];
+    c.s.a[hq * kD + d] = n / e;
+  }
+}
+
+// The block's router row (b < kE) into registers: a weight, so it may load before any wait.
+__device__ uint4 router_row(const Layer& c) {
+  return c.b < kE && c.tid < kH / 8 ? __ldg(c.W[c.l].router + (long long)c.b * (kH / 8) + c.tid) : make_uint4(0, 0, 0, 0);
+}
+
+// 4. r = x + Wo a, the block's o rows (from shared memory where staged; then the next layer's
+// q/k/v rows are copied into it when `next` has one).
+template <bool Stage>
+__device__ void phase_o(const Layer& c, const Shared& sh, unsigned parity, bool next) {
+  const LayerWeights& w = c.W[c.l];
+  for (int t = c.tid; t < kQ / 4; t += kThreads) reinterpret_cast<float4*>(sh.vec)[t] = __ldcg(reinterpret_cast<const float4*>(c.s.a) + t);
+  if (Stage) mbar_wait(&sh.bars[1], parity);
+  __syncthreads();
+  const float4* a4 = reinterpret_cast<const float4*>(sh.vec);
+  for (int row = c.o0 + c.warp; row < c.o1; row += kWarps) {
+    const uint4* wr = Stage ? sh.w + (row - c.o0) * (kQ / 8) : w.o + (long long)row * (kQ / 8);
+    uint4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) v[u] = row_word<Stage>(wr, c.lane + 32 * u);
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      const int q = c.lane + 32 * u;
+      acc = dot8(v[u], a4[2 * q], a4[2 * q + 1], acc);
+    }
+    acc = warp_sum(acc);
+    if (c.lane == 0) {
+      const float rv = __ldcg(c.x + row) + acc;
+      c.s.r[row] = rv;
+      if (c.atomic_sum) c.xo[row] = rv;
+    }
+  }
+  __syncthreads();
+  if (Stage && c.tid == 0 && next)
+    copy_rows(sh.w, c.W[c.l + 1].qkv + (long long)c.q0 * (kH / 8), (unsigned)(c.q1 - c.q0) * kH * 2, &sh.bars[0]);
+}
+
+// 5. the router's logits, a row a block (b < kE), over rmsnorm(r) (left in sh.vec for phase 6).
+__device__ void phase_router(const Layer& c, const Shared& sh, uint4 rw) {
+  norm_into(c.s.r, c.W[c.l].g2, sh.vec, sh.red);
+  if (c.b < kE) {
+    const float4* n4 = reinterpret_cast<const float4*>(sh.vec);
+    const float v = c.tid < kH / 8 ? dot8(rw, n4[2 * c.tid], n4[2 * c.tid + 1], 0.0f) : 0.0f;
+    const float sum = block_sum(v, sh.red);
+    if (c.tid == 0) c.s.logits[c.b] = sum;
+  }
+}
+
+// 6. top-8 in every block; block b < 128 takes slot b / 16, columns (b % 16) * 48 ..: the gated
+// products of those columns and their share of the down product over all rows, times the
+// routing weight, into partial rows (or added into x' with float4 atomics). sh.vec: rmsnorm(r).
+__device__ void phase_experts(const Layer& c, const Shared& sh, bool on, int& st) {
+  const LayerWeights& w = c.W[c.l];
+  if (c.warp == 0) top_k(c.s.logits, sh.e, sh.p);
+  for (int t = c.tid; t < kH; t += kThreads) sh.out[t] = 0.0f;
+  __syncthreads();
+  stamp(on, st);
+  if (c.b >= kUnits) {
+    stamp(on, st);  // keeps the stamp slots aligned with the units'
+    return;
+  }
+  const int slot = c.b / kChunks, j0 = (c.b % kChunks) * kChunk, e = sh.e[slot], lane = c.lane, tid = c.tid;
+  const float4* n4 = reinterpret_cast<const float4*>(sh.vec);
+  for (int jj = c.warp; jj < kChunk; jj += kWarps) {
+    const uint4* g = w.gate_up + ((long long)e * 2 * kI + j0 + jj) * (kH / 8);
+    const uint4* u = g + (long long)kI * (kH / 8);
+    uint4 wg[8], wu[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
+    float sg = 0.0f, su = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int q = lane + 32 * i;
+      const float4 a = n4[2 * q], b = n4[2 * q + 1];
+      sg = dot8(wg[i], a, b, sg);
+      su = dot8(wu[i], a, b, su);
+    }
+    sg = warp_sum(sg), su = warp_sum(su);
+    if (lane == 0) sh.h[jj] = sg / (1.0f + __expf(-sg)) * su;
+  }
+  __syncthreads();
+  stamp(on, st);
+  // The down rows' 48 columns of this chunk: 3 threads a row, 16 columns (two loads) each.
+  const uint4* dn = w.down + (long long)e * kH * (kI / 8) + j0 / 8;
+  const float4* h4 = reinterpret_cast<const float4*>(sh.h);
+#pragma unroll
+  for (int batch = 0; batch < 3; ++batch) {
+    uint4 v[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = tid + kThreads * (4 * batch + q), row = k / 3, part = k % 3;
+      v[2 * q] = ld_stream(dn + (long long)row * (kI / 8) + 2 * part);
+      v[2 * q + 1] = ld_stream(dn + (long long)row * (kI / 8) + 2 * part + 1);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = tid + kThreads * (4 * batch + q), row = k / 3, part = k % 3;
+      const float acc = dot8(v[2 * q + 1], h4[4 * part + 2], h4[4 * part + 3], dot8(v[2 * q], h4[4 * part], h4[4 * part + 1], 0.0f));
+      atomicAdd(sh.out + row, acc);
+    }
+  }
+  __syncthreads();
+  const float p = sh.p[slot];
+  for (int t = tid; t < kH / 4; t += kThreads) {
+    const float4 o = reinterpret_cast<const float4*>(sh.out)[t];
+    const float4 v = make_float4(p * o.x, p * o.y, p * o.z, p * o.w);
+    if (c.atomic_sum) atomicAdd(reinterpret_cast<float4*>(c.xo) + t, v);
+    else reinterpret_cast<float4*>(c.s.part + (long long)c.b * kH)[t] = v;
+  }
+}
+
+// 7. x' = r + the units' partial sums (rows o0 .. o1, at most 16).
+__device__ void phase_sum(const Layer& c, const Shared& sh) {
+  const int row = c.tid & 15, grp = c.tid >> 4;  // 32 groups of 4 units
+  float acc = 0.0f;
+  if (c.o0 + row < c.o1)
+    for (int u = grp; u < kUnits; u += 32) acc += __ldcg(c.s.part + (long long)u * kH + c.o0 + row);
+  sh.sum[grp][row] = acc;
+  __syncthreads();
+  if (c.tid < c.o1 - c.o0) {
+    float t = __ldcg(c.s.r + c.o0 + c.tid);
+    for (int g = 0; g < 32; ++g) t += sh.sum[g][c.tid];
+    c.xo[c.o0 + c.tid] = t;
+  }
+}
+
+// The block's shared memory, declared once for both kernels below.
+#define LM_SHARED                                                                                                            \
+  extern __shared__ __align__(128) uint4 s_w[];                                                                            \
+  __shared__ __align__(16) float s_vec[kQ], s_kv[2][kD], s_h[kChunk], s_out[kH];                                          \
+  __shared__ float s_score[kGroup][kMaxSlice], s_m[kGroup], s_l[kGroup], s_red[kWarps * 2], s_comb[kWarps][32][2], s_sum[32][16], \
+      s_p[kTop];                                                                                                           \
+  __shared__ int s_e[kTop];                                                                                                \
+  __shared__ __align__(8) unsigned long long s_bars[2];                                                                    \
+  const Shared sh{s_w, s_vec, s_kv, s_h, s_out, s_score, s_m, s_l, s_red, s_p, s_comb, s_sum, s_e, s_bars};
+
+// ---- the persistent kernel: layers [l0, l1), the phases meeting at grid barriers ----
 // Stage: the q/k/v and o rows copied into shared memory ahead of their phases (else read in them).
 template <bool Stage>
 __global__ void __launch_bounds__(kThreads, 1) k_layers(const LayerWeights* __restrict__ W, float* kcache, float* vcache, float* xs, Scratch s,
                                                        int l0, int l1, int pos, int atomic_sum, int traced) {
-  extern __shared__ __align__(128) uint4 s_w[];  // the block's q/k/v rows, then its o rows
-  __shared__ __align__(16) float s_vec[kQ];       // normed x, the q heads, a, normed r
-  __shared__ __align__(16) float s_kv[2][kD];     // the new k and v of the block's kv head
-  __shared__ __align__(16) float s_h[kChunk];
-  __shared__ __align__(16) float s_out[kH];       // a unit's down product
-  __shared__ float s_score[kGroup][kMaxSlice], s_m[kGroup], s_l[kGroup], s_red[kWarps * 2], s_comb[kWarps][32][2], s_sum[32][16];
-  __shared__ float s_p[kTop];
-  __shared__ int s_e[kTop];
-  __shared__ __align__(8) unsigned long long bars[2];  // q/k/v rows in, o rows in
-  const int b = blockIdx.x, G = gridDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int q0 = kQKV * b / G, q1 = kQKV * (b + 1) / G, o0 = kH * b / G, o1 = kH * (b + 1) / G;
-  const int S = G / kKvHeads, L = pos + 1;
+  LM_SHARED
   unsigned* const cnt = s.sync;
   unsigned* const gen = s.sync + 1;
-  if (Stage && tid == 0) {
-    mbar_init(&bars[0]);
-    mbar_init(&bars[1]);
-    copy_rows(s_w, W[l0].qkv + (long long)q0 * (kH / 8), (unsigned)(q1 - q0) * kH * 2, &bars[0]);
+  if (Stage && threadIdx.x == 0) {
+    const int q0 = kQKV * blockIdx.x / gridDim.x, q1 = kQKV * (blockIdx.x + 1) / gridDim.x;
+    mbar_init(&s_bars[0]);
+    mbar_init(&s_bars[1]);
+    copy_rows(s_w, W[l0].qkv + (long long)q0 * (kH / 8), (unsigned)(q1 - q0) * kH * 2, &s_bars[0]);
   }
   __syncthreads();
   for (int l = l0; l < l1; ++l) {
-    const LayerWeights& w = W[l];
-    const float* x = xs + (long long)l * kH;
-    float* xo = xs + (long long)(l + 1) * kH;
-    float* kc = kcache + (long long)l * kKvHeads * kCtx * kD;
-    float* vc = vcache + (long long)l * kKvHeads * kCtx * kD;
+    const Layer c = layer_at(W, kcache, vcache, xs, s, l, pos, atomic_sum);
     const unsigned parity = (unsigned)(l - l0) & 1u;
     const bool on = l == traced;
     int st = 0;
     stamp(on, st);
-    // 1. q/k/v
-    norm_into(x, w.g1, s_vec, s_red);
-    if (Stage) mbar_wait(&bars[0], parity);
-    stamp(on, st);
-    {
-      const float4* n4 = reinterpret_cast<const float4*>(s_vec);
-      for (int row = q0 + warp; row < q1; row += kWarps) {
-        const uint4* wr = Stage ? s_w + (row - q0) * (kH / 8) : w.qkv + (long long)row * (kH / 8);
-        uint4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = row_word<Stage>(wr, lane + 32 * u);
-        float acc = 0.0f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int q = lane + 32 * u;
-          acc = dot8(v[u], n4[2 * q], n4[2 * q + 1], acc);
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) s.qkv[row] = acc;
-      }
-    }
-    __syncthreads();
-    if (Stage && tid == 0) copy_rows(s_w, w.o + (long long)o0 * (kQ / 8), (unsigned)(o1 - o0) * kQ * 2, &bars[1]);
+    phase_qkv<Stage>(c, sh, parity);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 2. attention partials: kv head b / S, context slice b % S
-    if (b < kKvHeads * S) {
-      const int kv = b / S, sl = b % S, t0 = L * sl / S, t1 = L * (sl + 1) / S, T = t1 - t0;
-      if (warp < kGroup + 2) {
-        const float* src = warp < kGroup ? s.qkv + (kv * kGroup + warp) * kD : s.qkv + kQ + (warp - kGroup) * kKV + kv * kD;
-        float v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __ldcg(src + lane + 32 * u);
-        if (warp <= kGroup) {  // q heads and k: rms norm and rotary
-          const float* g = warp < kGroup ? w.qn : w.kn;
-          const float rs = rsqrtf(warp_sum(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]) / kD + kEps);
-#pragma unroll
-          for (int u = 0; u < 4; ++u) v[u] *= rs * __ldg(g + lane + 32 * u);
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {  // pairs (lane + 32u, lane + 32u + 64)
-            float c, sn;
-            rope_cs(pos, lane + 32 * u, &c, &sn);
-            const float lo = v[u], hi = v[u + 2];
-            v[u] = lo * c - hi * sn;
-            v[u + 2] = hi * c + lo * sn;
-          }
-        }
-        float* dst = warp < kGroup ? s_vec + warp * kD : s_kv[warp - kGroup];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) dst[lane + 32 * u] = v[u];
-        if (warp >= kGroup && sl == S - 1) {
-          float* c = (warp == kGroup ? kc : vc) + ((long long)kv * kCtx + pos) * kD;
-#pragma unroll
-          for (int u = 0; u < 4; ++u) c[lane + 32 * u] = v[u];
-        }
-      }
-      __syncthreads();
-      const float scale = rsqrtf((float)kD);
-      for (int t = t0 + warp; t < t1; t += kWarps) {
-        const float4 k4 = t == pos ? reinterpret_cast<const float4*>(s_kv[0])[lane]
-                                   : __ldg(reinterpret_cast<const float4*>(kc + ((long long)kv * kCtx + t) * kD) + lane);
-        float mine = 0.0f;
-#pragma unroll
-        for (int h = 0; h < kGroup; ++h) {
-          const float4 q4 = reinterpret_cast<const float4*>(s_vec + h * kD)[lane];
-          const float d = warp_sum(q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w);
-          if (lane == h) mine = d;
-        }
-        if (lane < kGroup) s_score[lane][t - t0] = mine * scale;
-      }
-      __syncthreads();
-      if (warp < kGroup) {
-        float m = -INFINITY;
-        for (int t = lane; t < T; t += 32) m = fmaxf(m, s_score[warp][t]);
-        m = warp_max(m);
-        float sum = 0.0f;
-        for (int t = lane; t < T; t += 32) {
-          const float p = __expf(s_score[warp][t] - m);
-          s_score[warp][t] = p;
-          sum += p;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) s_m[warp] = m, s_l[warp] = sum;
-      }
-      __syncthreads();
-      const int d = tid & (kD - 1), h0 = tid >> 7;  // heads h0 and h0 + 4
-      float a0 = 0.0f, a1 = 0.0f;
-      const int cached = min(t1, pos);  // the new token (the last slice's last) comes from s_kv
-      for (int t = t0; t < cached; t += 8) {  // eight rows' loads in flight
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = t + u < cached ? __ldg(vc + ((long long)kv * kCtx + t + u) * kD + d) : 0.0f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (t + u < cached) a0 = __fmaf_rn(s_score[h0][t + u - t0], v[u], a0), a1 = __fmaf_rn(s_score[h0 + 4][t + u - t0], v[u], a1);
-      }
-      if (t1 > pos) {
-        a0 = __fmaf_rn(s_score[h0][pos - t0], s_kv[1][d], a0);
-        a1 = __fmaf_rn(s_score[h0 + 4][pos - t0], s_kv[1][d], a1);
-      }
-      const int hq0 = kv * kGroup + h0, hq1 = hq0 + 4;
-      s.pacc[((long long)hq0 * S + sl) * kD + d] = a0;
-      s.pacc[((long long)hq1 * S + sl) * kD + d] = a1;
-      if (d == 0) {
-        s.pm[hq0 * S + sl] = s_m[h0], s.pl[hq0 * S + sl] = s_l[h0];
-        s.pm[hq1 * S + sl] = s_m[h0 + 4], s.pl[hq1 * S + sl] = s_l[h0 + 4];
-      }
-    }
+    phase_attention(c, sh);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 3. combine: block b < 128 takes head b / 4, dims (b % 4) * 32 ..
-    if (b < 128) {
-      const int hq = b >> 2, d = ((b & 3) << 5) + lane;
-      float M = -INFINITY;
-      for (int sl = 0; sl < S; ++sl) M = fmaxf(M, __ldcg(s.pm + hq * S + sl));
-      float num = 0.0f, den = 0.0f;
-      for (int sl = warp; sl < S; sl += kWarps) {
-        const float m = __ldcg(s.pm + hq * S + sl);
-        const float f = m == -INFINITY ? 0.0f : __expf(m - M);
-        num = __fmaf_rn(f, __ldcg(s.pacc + ((long long)hq * S + sl) * kD + d), num);
-        den = __fmaf_rn(f, __ldcg(s.pl + hq * S + sl), den);
-      }
-      s_comb[warp][lane][0] = num, s_comb[warp][lane][1] = den;
-      __syncthreads();
-      if (warp == 0) {
-        float n = 0.0f, e = 0.0f;
-        for (int g = 0; g < kWarps; ++g) n += s_comb[g][lane][0], e += s_comb[g][lane][1];
-        s.a[hq * kD + d] = n / e;
-      }
-    }
+    phase_combine(c, sh);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 4. r = x + Wo a (rows from shared memory); the router row into registers
-    uint4 rw = make_uint4(0, 0, 0, 0);
-    if (b < kE && tid < kH / 8) rw = __ldg(w.router + (long long)b * (kH / 8) + tid);
-    for (int t = tid; t < kQ / 4; t += kThreads) reinterpret_cast<float4*>(s_vec)[t] = __ldcg(reinterpret_cast<const float4*>(s.a) + t);
-    if (Stage) mbar_wait(&bars[1], parity);
-    __syncthreads();
-    stamp(on, st);
-    {
-      const float4* a4 = reinterpret_cast<const float4*>(s_vec);
-      for (int row = o0 + warp; row < o1; row += kWarps) {
-        const uint4* wr = Stage ? s_w + (row - o0) * (kQ / 8) : w.o + (long long)row * (kQ / 8);
-        uint4 v[16];
-#pragma unroll
-        for (int u = 0; u < 16; ++u) v[u] = row_word<Stage>(wr, lane + 32 * u);
-        float acc = 0.0f;
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-          const int q = lane + 32 * u;
-          acc = dot8(v[u], a4[2 * q], a4[2 * q + 1], acc);
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) {
-          const float rv = __ldcg(x + row) + acc;
-          s.r[row] = rv;
-          if (atomic_sum) xo[row] = rv;
-        }
-      }
-    }
-    __syncthreads();
-    if (Stage && tid == 0 && l + 1 < l1) copy_rows(s_w, W[l + 1].qkv + (long long)q0 * (kH / 8), (unsigned)(q1 - q0) * kH * 2, &bars[0]);
+    const uint4 rw = router_row(c);
+    phase_o<Stage>(c, sh, parity, l + 1 < l1);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 5. router
-    norm_into(s.r, w.g2, s_vec, s_red);
-    if (b < kE) {
-      const float4* n4 = reinterpret_cast<const float4*>(s_vec);
-      const float v = tid < kH / 8 ? dot8(rw, n4[2 * tid], n4[2 * tid + 1], 0.0f) : 0.0f;
-      const float sum = block_sum(v, s_red);
-      if (tid == 0) s.logits[b] = sum;
-    }
+    phase_router(c, sh, rw);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 6. experts: block b < 128 takes slot b / 16, columns (b % 16) * 48 ..
-    if (warp == 0) top_k(s.logits, s_e, s_p);
-    for (int t = tid; t < kH; t += kThreads) s_out[t] = 0.0f;
-    __syncthreads();
-    stamp(on, st);
-    if (b < kUnits) {
-      const int slot = b / kChunks, j0 = (b % kChunks) * kChunk, e = s_e[slot];
-      const float4* n4 = reinterpret_cast<const float4*>(s_vec);
-      for (int jj = warp; jj < kChunk; jj += kWarps) {
-        const uint4* g = w.gate_up + ((long long)e * 2 * kI + j0 + jj) * (kH / 8);
-        const uint4* u = g + (long long)kI * (kH / 8);
-        uint4 wg[8], wu[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
-        float sg = 0.0f, su = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int q = lane + 32 * i;
-          const float4 a = n4[2 * q], c = n4[2 * q + 1];
-          sg = dot8(wg[i], a, c, sg);
-          su = dot8(wu[i], a, c, su);
-        }
-        sg = warp_sum(sg), su = warp_sum(su);
-        if (lane == 0) s_h[jj] = sg / (1.0f + __expf(-sg)) * su;
-      }
-      __syncthreads();
-      stamp(on, st);
-      // The down rows' 48 columns of this chunk: 3 threads a row, 16 columns (two loads) each.
-      const uint4* dn = w.down + (long long)e * kH * (kI / 8) + j0 / 8;
-      const float4* h4 = reinterpret_cast<const float4*>(s_h);
-#pragma unroll
-      for (int batch = 0; batch < 3; ++batch) {
-        uint4 v[8];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int k = tid + kThreads * (4 * batch + q), row = k / 3, part = k % 3;
-          v[2 * q] = ld_stream(dn + (long long)row * (kI / 8) + 2 * part);
-          v[2 * q + 1] = ld_stream(dn + (long long)row * (kI / 8) + 2 * part + 1);
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int k = tid + kThreads * (4 * batch + q), row = k / 3, part = k % 3;
-          const float acc = dot8(v[2 * q + 1], h4[4 * part + 2], h4[4 * part + 3], dot8(v[2 * q], h4[4 * part], h4[4 * part + 1], 0.0f));
-          atomicAdd(s_out + row, acc);
-        }
-      }
-      __syncthreads();
-      const float p = s_p[slot];
-      if (atomic_sum) {
-        for (int t = tid; t < kH / 4; t += kThreads) {
-          const float4 o = reinterpret_cast<const float4*>(s_out)[t];
-          atomicAdd(reinterpret_cast<float4*>(xo) + t, make_float4(p * o.x, p * o.y, p * o.z, p * o.w));
-        }
-      } else {
-        for (int t = tid; t < kH / 4; t += kThreads) {
-          const float4 o = reinterpret_cast<const float4*>(s_out)[t];
-          reinterpret_cast<float4*>(s.part + (long long)b * kH)[t] = make_float4(p * o.x, p * o.y, p * o.z, p * o.w);
-        }
-      }
-    } else {
-      stamp(on, st);  // keeps the stamp slots aligned with the units'
-    }
+    phase_experts(c, sh, on, st);
     stamp(on, st);
     grid_sync(cnt, gen);
     stamp(on, st);
-    // 7. x' = r + the units' partial sums (rows o0 .. o1, at most 16)
     if (!atomic_sum) {
-      const int row = tid & 15, grp = tid >> 4;  // 32 groups of 4 units
-      float acc = 0.0f;
-      if (o0 + row < o1)
-        for (int u = grp; u < kUnits; u += 32) acc += __ldcg(s.part + (long long)u * kH + o0 + row);
-      s_sum[grp][row] = acc;
-      __syncthreads();
-      if (tid < o1 - o0) {
-        float t = __ldcg(s.r + o0 + tid);
-        for (int g = 0; g < 32; ++g) t += s_sum[g][tid];
-        xo[o0 + tid] = t;
-      }
+      phase_sum(c, sh);
       stamp(on, st);
       grid_sync(cnt, gen);
       stamp(on, st);
     }
   }
+}
+
+// ---- a kernel a phase (partial sums, nothing staged): the same code, kernel boundaries with
+// programmatic dependent launch instead of grid barriers. Each releases its dependents at its
+// start and waits for the kernel before (their blocks need 36-96 registers a thread, not the
+// persistent kernel's 128, so the next kernel's blocks may wait beside them); the router row
+// loads before that wait.
+template <int Phase>
+__global__ void __launch_bounds__(kThreads, 1) k_phase(const LayerWeights* __restrict__ W, float* kcache, float* vcache, float* xs, Scratch s,
+                                                      int l, int pos) {
+  LM_SHARED
+  const Layer c = layer_at(W, kcache, vcache, xs, s, l, pos, 0);
+  uint4 rw = make_uint4(0, 0, 0, 0);
+  if (Phase == 5) rw = router_row(c);
+  grid_release();
+  grid_wait();
+  int st = 0;
+  if (Phase == 1) phase_qkv<false>(c, sh, 0);
+  if (Phase == 2) phase_attention(c, sh);
+  if (Phase == 3) phase_combine(c, sh);
+  if (Phase == 4) phase_o<false>(c, sh, 0, false);
+  if (Phase == 5) phase_router(c, sh, rw);
+  if (Phase == 6) {
+    norm_into(c.s.r, W[l].g2, s_vec, s_red);  // phase 5 left it in its own blocks' shared memory
+    phase_experts(c, sh, false, st);
+  }
+  if (Phase == 7) phase_sum(c, sh);
 }
 
 // ---- the reference kernels (plain launches; simple, not tuned) ----
@@ -730,13 +822,15 @@ int main(int argc, char** argv) {
     const char* name;
     bool staged, one_launch;
     int atomic_sum;
+    bool phases;  // a kernel a phase
   };
-  const Way ways[] = {{"reference kernels (11 launches a layer)", false, false, 0},
-                      {"persistent, one launch, partial sums", true, true, 0},
-                      {"persistent, one launch, atomic sums", true, true, 1},
-                      {"persistent, a launch a layer", true, false, 0},
-                      {"persistent, unstaged, partial sums", false, true, 0},
-                      {"persistent, unstaged, atomic sums", false, true, 1}};
+  const Way ways[] = {{"reference kernels (11 launches a layer)", false, false, 0, false},
+                      {"a kernel a phase (7 a layer, PDL)", false, false, 0, true},
+                      {"persistent, one launch, partial sums", true, true, 0, false},
+                      {"persistent, one launch, atomic sums", true, true, 1, false},
+                      {"persistent, a launch a layer", true, false, 0, false},
+                      {"persistent, unstaged, partial sums", false, true, 0, false},
+                      {"persistent, unstaged, atomic sums", false, true, 1, false}};
   const int nways = sizeof ways / sizeof ways[0];
   const int traced = layers / 2;
   auto record = [&](int way) {
@@ -761,6 +855,20 @@ int main(int argc, char** argv) {
       return;
     }
     const Way& y = ways[way];
+    if (y.phases) {
+      bool pdl = false;  // the graph's first launch has no kernel before it
+      for (int l = 0; l < layers; ++l) {
+        launch_pdl(st, k_phase<1>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        pdl = true;
+        launch_pdl(st, k_phase<2>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        launch_pdl(st, k_phase<3>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        launch_pdl(st, k_phase<4>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        launch_pdl(st, k_phase<5>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        launch_pdl(st, k_phase<6>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+        launch_pdl(st, k_phase<7>, G, kThreads, 0, pdl, (const LayerWeights*)dw, kp, vp, xs_p, sc, l, pos);
+      }
+      return;
+    }
     for (int l = 0; l < layers; l += y.one_launch ? layers : 1) {
       const int l1 = y.one_launch ? layers : l + 1;
       if (y.staged) k_layers<true><<<G, kThreads, smem, st>>>(dw, kp, vp, xs_p, sc, l, l1, pos, y.atomic_sum, traced);
@@ -773,10 +881,8 @@ int main(int argc, char** argv) {
   const double bytes = (double)kQKV * kH * 2 + (double)kH * kQ * 2 + (double)kE * kH * 2 + (double)kTop * 3 * kI * kH * 2 +
                        2.0 * (pos + 1) * kKvHeads * kD * 4;
   std::printf("a layer reads %.1f MB: %.2f us at 4.24 TB/s\n", bytes / 1e6, bytes / 4.24e6);
-  const char* phase[] = {"start",       "x normed, q/k/v rows in", "q/k/v done",  "barrier 1", "attention partials", "barrier 2",
-                         "combined",    "barrier 3",               "o rows in",   "o done",    "barrier 4",          "router",
-                         "barrier 5",   "top-k",                   "gate/up",     "down",      "barrier 6",          "summed",
-                         "barrier 7"};
+  const char* phase[] = {"start",  "q/k/v", "barrier 1", "attention partials", "barrier 2", "combined", "barrier 3", "o", "barrier 4", "router",
+                         "barrier 5", "top-k", "gate/up", "down", "barrier 6", "summed", "barrier 7"};
   for (int way = 0; way < nways; ++way) {
     CK(cudaMemcpy(kp, k0, cache * 4, cudaMemcpyDeviceToDevice));
     CK(cudaMemcpy(vp, v0, cache * 4, cudaMemcpyDeviceToDevice));
@@ -812,7 +918,7 @@ int main(int argc, char** argv) {
     if (ways[way].one_launch) {
       unsigned long long tr[40];
       CK(cudaMemcpy(tr, trace, sizeof tr, cudaMemcpyDeviceToHost));
-      const int slots = ways[way].atomic_sum ? 17 : 19;
+      const int slots = ways[way].atomic_sum ? 15 : 17;
       std::printf("  layer %d, block 0 (us from the layer's start):", traced);
       for (int i = 1; i < slots; ++i) std::printf(" %s %.2f;", phase[i], (tr[i] - tr[0]) / 1e3);
       std::printf("\n");
