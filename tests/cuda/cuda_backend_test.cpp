@@ -269,7 +269,7 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
     if (early != std::string::npos) {
       EXPECT_LT(wait, early) << t;
     }
-    if (const size_t prefetch = t.find("prefetch.global.L2"); prefetch != std::string::npos) {
+    if (const size_t prefetch = t.find("lm_prefetch_l2("); prefetch != std::string::npos) {
       EXPECT_LT(prefetch, wait) << t;
     }
   }
@@ -1776,12 +1776,12 @@ TEST(CudaCodegen, DecodeAttentionHasAOneLaunchKernel) {
       const std::string* found = k.functions.find(n->once->function);
       ASSERT_NE(found, nullptr);
       const std::string& text = *found;
-      const size_t prefetch = text.find("prefetch.global.L2"), wait = text.find("lm_grid_wait();");
+      const size_t prefetch = text.find("lm_prefetch_l2("), wait = text.find("lm_grid_wait();");
       ASSERT_NE(prefetch, std::string::npos) << "d=" << d;
       EXPECT_LT(prefetch, wait) << "d=" << d;
-      EXPECT_NE(text.find("prefetch.global.L2", prefetch + 1), std::string::npos) << "d=" << d << ": keys and values both";
+      EXPECT_NE(text.find("lm_prefetch_l2(", prefetch + 1), std::string::npos) << "d=" << d << ": keys and values both";
       // The slices' count: one acquire-release atomic by thread 0, no fence in every thread.
-      EXPECT_NE(text.find("atom.acq_rel.gpu.add.u32"), std::string::npos) << "d=" << d;
+      EXPECT_NE(text.find("lm_atom_add1_acq_rel_gpu("), std::string::npos) << "d=" << d;
       EXPECT_EQ(text.find("__threadfence()"), std::string::npos) << "d=" << d;
     }
     EXPECT_EQ(once, 1) << "d=" << d;

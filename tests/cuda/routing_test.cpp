@@ -143,8 +143,8 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
       // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count);
       // the router's meet at a grid barrier (gen::grid_barrier).
       const std::string& text = *found;
-      EXPECT_EQ(text.find("atom.acq_rel.gpu.add.u32") != std::string::npos, experts == 128);
-      EXPECT_EQ(text.find("atom.acq_rel.gpu.global.inc.u32") != std::string::npos, router && experts == 128);
+      EXPECT_EQ(text.find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, experts == 128);
+      EXPECT_EQ(text.find("lm_atom_inc_acq_rel_gpu(") != std::string::npos, router && experts == 128);
       EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
     }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();

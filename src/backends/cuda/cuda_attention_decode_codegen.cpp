@@ -263,7 +263,7 @@ std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt
       << "      const unsigned long long lm_p0 = (unsigned long long)(" << ptr << " + (" << base_index(l, r, "lm_key", key_dim, head_dim)
       << ") * " << dtype_size(t) << ");\n"
       << "      const unsigned long long lm_pa = (lm_p0 & ~127ull) + (unsigned long long)(lm_t % " << lines << ") * 128ull;\n"
-      << "      if (lm_pa < lm_p0 + " << bytes << "ull) asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_pa));\n"
+      << "      if (lm_pa < lm_p0 + " << bytes << "ull) lm_prefetch_l2((const void*)lm_pa);\n"
       << "    }\n";
   };
   rows("lm_in1", *k, r - 1, r - 2, dk_e.value(), dt[1]);

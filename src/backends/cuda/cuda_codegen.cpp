@@ -560,15 +560,18 @@ Launch linear_launch(std::string function, const Expr& count, const LinearVarian
 }  // namespace
 
 std::string cuda_prelude() {
-  return "typedef int int32_t;\ntypedef unsigned int uint32_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned char uint8_t;\n"
-         "typedef long long int64_t;\n"
+  // LM_EMULATED: the CPU emulator of the tests (tests/cuda_emulator) compiles this text with g++
+  // and its own header, which defines the types and every helper below that uses PTX.
+  return "#ifndef LM_EMULATED\ntypedef int int32_t;\ntypedef unsigned int uint32_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned char uint8_t;\n"
+         "typedef long long int64_t;\n#endif\n"
          // The CPU generator's literals, and quiet about the loaders a kernel does not call.
          "#define __builtin_inff() __int_as_float(0x7f800000)\n#define __builtin_nanf(x) __int_as_float(0x7fc00000)\n"
-         "#pragma nv_diag_suppress 177\n#pragma nv_diag_suppress 550\n#define INT32_MAX 2147483647\n#define INT32_MIN (-2147483647 - 1)\n" +
+         "#pragma nv_diag_suppress 177\n#pragma nv_diag_suppress 550\n#ifndef INT32_MAX\n#define INT32_MAX 2147483647\n#define INT32_MIN (-2147483647 - 1)\n#endif\n" +
          Expr::c_prelude() + R"(
 // Programmatic dependent launch (sm_90+): griddepcontrol.launch_dependents lets the next
 // kernel start; griddepcontrol.wait returns once the kernel before has finished and its writes
 // are visible. No-ops on older devices, where kernels run one after the other anyway.
+#ifndef LM_EMULATED
 #if __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void lm_grid_release() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void lm_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -576,8 +579,40 @@ __device__ __forceinline__ void lm_grid_wait() { asm volatile("griddepcontrol.wa
 __device__ __forceinline__ void lm_grid_release() {}
 __device__ __forceinline__ void lm_grid_wait() {}
 #endif
+// The generated bodies' other PTX: the launch's dynamic shared memory, an L2 prefetch, and the
+// gpu-scope loads, stores and atomics of the grid barriers and last-block counters.
+__device__ __forceinline__ unsigned lm_dynamic_smem_size() {
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void lm_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+__device__ __forceinline__ unsigned lm_ld_relaxed_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned lm_ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void lm_st_release_gpu(unsigned* p, unsigned v) { asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory"); }
+// atom.inc: the old value; the new one is 0 where the old was at least `limit`, else old + 1.
+__device__ __forceinline__ unsigned lm_atom_inc_acq_rel_gpu(unsigned* p, unsigned limit) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned lm_atom_add1_acq_rel_gpu(unsigned* p) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
+  return old;
+}
+#endif
 // D += A B on the tensor cores: m16n8k16, bf16 A (row-major fragment) and B (column-major), f32
 // sums. Only the tensor-core schedules call it, and the executor offers those from sm_80.
+#ifndef LM_EMULATED
 __device__ __forceinline__ void lm_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
 #if __CUDA_ARCH__ >= 800
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -597,6 +632,7 @@ __device__ __forceinline__ unsigned lm_pack_bf16(float x0, float x1) {
 #endif
   return r;
 }
+#endif
 // Two f32 values as bf16 hi (rounded to nearest even) and lo (what hi leaves, rounded), each pair
 // packed with the first value in the low half, as the tensor cores read (k, k + 1).
 __device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, unsigned& lo) {
@@ -605,6 +641,7 @@ __device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, 
 }
 // Four 8x8 b16 matrices from shared memory into MMA fragments (lanes 8i..8i+7 give matrix i's
 // row addresses; register i gets matrix i).
+#ifndef LM_EMULATED
 __device__ __forceinline__ void lm_ldmatrix_x4(unsigned* r, const void* p) {
 #if __CUDA_ARCH__ >= 800
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -632,6 +669,7 @@ __device__ __forceinline__ void lm_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+#endif
 __device__ __forceinline__ float lm_bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 // Eight bf16 weights (a 16-byte load) times eight f32 values, added to acc in order.
 __device__ __forceinline__ float lm_dot8(uint4 w, float4 a, float4 b, float acc) {
@@ -659,6 +697,7 @@ __device__ __forceinline__ void lm_halve_rows(float* part, int lane, int bit) {
 // One-dimensional bulk copies global -> shared by the tensor memory accelerator (sm_90+),
 // counted by an mbarrier in shared memory: expect (one thread, before its copies), copy, wait
 // (every thread that reads them). Addresses and sizes multiples of 16 bytes.
+#ifndef LM_EMULATED
 __device__ __forceinline__ void lm_bulk_expect(unsigned long long* bar, unsigned bytes) {
 #if __CUDA_ARCH__ >= 900
   const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
@@ -689,6 +728,7 @@ __device__ __forceinline__ void lm_bulk_wait(unsigned long long* bar) {
   __trap();
 #endif
 }
+#endif
 // The generated programs' exp2 (on the CPU, a vectorisable copy of libm's): CUDA's exp2f.
 __device__ __forceinline__ float lm_exp2f(float x) { return exp2f(x); }
 __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
@@ -698,8 +738,10 @@ __device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 __device__ __forceinline__ float lm_round_bf16(float f) { return lm_bf16_f32(lm_f32_bf16(f)); }
+#ifndef LM_EMULATED
 __device__ __forceinline__ float lm_f16_f32(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ uint16_t lm_f32_f16(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#endif
 __device__ __forceinline__ float lm_round_f16(float f) { return lm_f16_f32(lm_f32_f16(f)); }
 __device__ __forceinline__ int32_t lm_f2i(float f) {
   if (f != f) return 0;
@@ -713,7 +755,7 @@ __device__ __forceinline__ float lm_fmax_nan(float a, float b) { return (a != a)
 // The same in one instruction on sm_80 and newer (NaN if either is; the sign of a zero maximum
 // may differ), for the tensor-core kernels' running maxima.
 __device__ __forceinline__ float lm_max_nan(float a, float b) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 && !defined(LM_EMULATED)
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;

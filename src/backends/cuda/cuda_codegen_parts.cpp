@@ -99,8 +99,7 @@ std::string last_block_count(const std::string& counter, const std::string& last
   if (release)
     return "  __syncthreads();\n"
            "  if (threadIdx.x == 0) {\n"
-           "    unsigned lm_prev;\n"
-           "    asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], 1;\" : \"=r\"(lm_prev) : \"l\"(" + counter + ") : \"memory\");\n"
+           "    const unsigned lm_prev = lm_atom_add1_acq_rel_gpu(" + counter + ");\n"
            "    lm_last = lm_prev == (unsigned)(" + last + ");\n"
            "    if (lm_last) *(" + counter + ") = 0u;  // ready for the next launch\n  }\n"
            "  __syncthreads();\n"
@@ -117,11 +116,10 @@ std::string last_block_count(const std::string& counter, const std::string& last
 std::string grid_barrier(const std::string& sync) {
   return "  __syncthreads();\n"
          "  if (threadIdx.x == 0) {\n"
-         "    unsigned lm_gen, lm_old, lm_cur;\n"
-         "    asm volatile(\"ld.relaxed.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_gen) : \"l\"(" + sync + " + 1) : \"memory\");\n"
-         "    asm volatile(\"atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\" : \"=r\"(lm_old) : \"l\"(" + sync + "), \"r\"(gridDim.x - 1) : \"memory\");\n"
-         "    if (lm_old == gridDim.x - 1) asm volatile(\"st.release.gpu.global.u32 [%0], %1;\" :: \"l\"(" + sync + " + 1), \"r\"(lm_gen + 1) : \"memory\");\n"
-         "    else do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(lm_cur) : \"l\"(" + sync + " + 1) : \"memory\"); while (lm_cur == lm_gen);\n"
+         "    const unsigned lm_gen = lm_ld_relaxed_gpu(" + sync + " + 1);\n"
+         "    const unsigned lm_old = lm_atom_inc_acq_rel_gpu(" + sync + ", gridDim.x - 1);\n"
+         "    if (lm_old == gridDim.x - 1) lm_st_release_gpu(" + sync + " + 1, lm_gen + 1);\n"
+         "    else while (lm_ld_acquire_gpu(" + sync + " + 1) == lm_gen) {}\n"
          "  }\n  __syncthreads();\n";
 }
 

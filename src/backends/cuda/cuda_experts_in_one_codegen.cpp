@@ -98,8 +98,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     // The stage is what the launch gave past x (%dynamic_smem_size).
     << "  const long long lm_j0 = lm_n * blockIdx.x / gridDim.x, lm_rows = lm_n * (blockIdx.x + 1) / gridDim.x - lm_j0;\n"
     << "  const long long lm_slot_bytes = lm_rows * lm_h * 2;\n"
-    << "  unsigned lm_dsmem;\n"
-    << "  asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(lm_dsmem));\n"
+    << "  const unsigned lm_dsmem = lm_dynamic_smem_size();\n"
     << "  const long long lm_stage_bytes = (long long)lm_dsmem - " << x_bytes << ";\n"
     << "  const int lm_staged = lm_slot_bytes > 0 && lm_stage_bytes > 0 ? (int)min((long long)lm_na, lm_stage_bytes / lm_slot_bytes) : 0;\n"
     << "  if (threadIdx.x == 0 && lm_staged > 0) {\n"

@@ -386,7 +386,7 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
              : "        const long long lm_col = lm_j + lm_k;\n        if (lm_col >= lm_pn) break;\n")
     << "        const char* lm_row = lm_in1 + (" << c(b->offset) << " + lm_col * " << c(b->strides[r - 1]) << ") * " << bytes << ";\n"
     << "        for (long long lm_at = (long long)(threadIdx.x % " << v.team << ") * 128; lm_at < lm_pk; lm_at += " << v.team * 128 << ")\n"
-    << "          asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(lm_row + lm_at));\n"
+    << "          lm_prefetch_l2(lm_row + lm_at);\n"
     << "      }\n    }\n  }\n";
   return s.str();
 }
