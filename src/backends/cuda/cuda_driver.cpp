@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <cstring>
 
 #include <mutex>
@@ -79,9 +81,12 @@ bool bind(void* lib, F& f, const char* name, std::string& error) {
 const Loaded& loaded() {
   static Loaded l = [] {
     Loaded r;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    // LUMINAL_CUDA_DRIVER: another library with the driver's API (the tests' CPU emulator).
+    const char* other = std::getenv("LUMINAL_CUDA_DRIVER");
+    void* lib = dlopen(other ? other : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) {
-      r.error = "no CUDA driver: libcuda.so.1 was not found (install the NVIDIA driver, or use --backend cpu)";
+      r.error = other ? std::string("LUMINAL_CUDA_DRIVER names ") + other + ", which could not be loaded: " + dlerror()
+                      : "no CUDA driver: libcuda.so.1 was not found (install the NVIDIA driver, or use --backend cpu)";
       return r;
     }
     Api& a = r.api;
