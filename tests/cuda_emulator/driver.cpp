@@ -3,12 +3,14 @@
 // graph is a list of those operations replayed in order, and a kernel launch runs its blocks as
 // fibers (block_runner.cpp). Modules are the shared objects the emulator's NVRTC builds.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -242,13 +244,29 @@ CUresult cuEventDestroy_v2(void* e) {
   return kOk;
 }
 
-// An image from the emulator's NVRTC: "LMEMU1\n" and the path of the module's shared object.
+// An image from the emulator's NVRTC: "LMEMU2 <bytes> <path>\n" and the module's shared object,
+// written back to <path> where that file is gone (the image came from the backend's cache).
 CUresult cuModuleLoadData(void** module, const void* image) {
   const char* s = static_cast<const char*>(image);
-  if (std::strncmp(s, "LMEMU1\n", 7) != 0) return kInvalidImage;
-  void* h = dlopen(s + 7, RTLD_NOW | RTLD_LOCAL);
+  unsigned long long bytes = 0;
+  char path[4096];
+  int header = 0;
+  if (std::sscanf(s, "LMEMU2 %llu %4095s%n", &bytes, path, &header) != 2 || s[header] != '\n') return kInvalidImage;
+  if (access(path, R_OK) != 0) {
+    std::error_code ignored;  // the folder too may be gone
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+    const std::string tmp = std::string(path) + "." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(s + header + 1, 1, bytes, f) != bytes) {
+      if (f) std::fclose(f);
+      return kInvalidImage;
+    }
+    std::fclose(f);
+    std::rename(tmp.c_str(), path);
+  }
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    std::fprintf(stderr, "luminal CUDA emulator: cannot load %s: %s\n", s + 7, dlerror());
+    std::fprintf(stderr, "luminal CUDA emulator: cannot load %s: %s\n", path, dlerror());
     return kInvalidImage;
   }
   auto* m = new Module();

@@ -1,6 +1,6 @@
 // NVRTC's API (nvrtc.cpp in the backend loads it) for the emulator: the program's CUDA C++ is
-// compiled by g++ as host C++ with kernel_compat.h into a shared object, and the "CUBIN" names
-// that object for the emulated driver's cuModuleLoadData. Two rewrites make kernel code host
+// compiled by g++ as host C++ with kernel_compat.h into a shared object, and the "CUBIN" is that
+// object's bytes and path, for the emulated driver's cuModuleLoadData. Two rewrites make kernel code host
 // code: `extern __shared__ T name[];` becomes a pointer to the block's dynamic shared memory,
 // and each kernel gets entry points that pack its arguments (cuLaunchKernel's void**) and run
 // it. Objects are cached by the text's hash ($LUMINAL_EMULATOR_CACHE, else $TMPDIR).
@@ -69,8 +69,10 @@ std::string host_source(const std::string& cuda) {
 
 extern "C" {
 
+// Not a real NVRTC's version: the backend's cubin cache keys on it, and an emulator image must
+// never be handed to a GPU's driver (or a cubin to the emulator's).
 nvrtcResult nvrtcVersion(int* major, int* minor) {
-  *major = 13, *minor = 0;
+  *major = 0, *minor = 1;
   return kSuccess;
 }
 const char* nvrtcGetErrorString(nvrtcResult r) { return r == kSuccess ? "NVRTC_SUCCESS" : r == kCompilation ? "NVRTC_ERROR_COMPILATION" : "NVRTC_ERROR"; }
@@ -118,8 +120,13 @@ nvrtcResult nvrtcCompileProgram(Program* p, int, const char* const*) {
     if (!std::getenv("LUMINAL_EMULATOR_KEEP")) std::remove(cpp.c_str());  // kept: to read what was compiled
     std::rename(tmp.c_str(), so.c_str());  // atomic: a concurrent compile of the same text is harmless
   }
-  p->image = "LMEMU1\n" + so;
-  p->image.push_back('\0');
+  // The image carries the object itself, so that the backend's cubin cache stays good after
+  // the emulator's cache is cleared: "LMEMU2 <bytes> <path>\n" and the bytes.
+  std::ifstream obj(so, std::ios::binary);
+  std::stringstream bytes;
+  bytes << obj.rdbuf();
+  const std::string b = bytes.str();
+  p->image = "LMEMU2 " + std::to_string(b.size()) + " " + so + "\n" + b;
   return kSuccess;
 }
 nvrtcResult nvrtcGetProgramLogSize(Program* p, size_t* n) { return *n = p->log.size() + 1, kSuccess; }
