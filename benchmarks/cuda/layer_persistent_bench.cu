@@ -71,17 +71,6 @@ __device__ __forceinline__ void stamp(bool on, int& slot) {
   ++slot;
 }
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -104,27 +93,6 @@ __device__ float block_sum(float v, float* red) {
 __device__ __forceinline__ void rope_cs(int pos, int i, float* c, float* s) {
   const float inv = powf(kTheta, -2.0f * (float)i / (float)kD);
   sincosf((float)pos * inv, s, c);
-}
-
-// A grid-wide barrier for co-resident blocks (as in moe_layer_bench.cu), with a bound on the
-// spin so that a fault traps instead of hanging the device.
-__device__ void grid_sync(unsigned* count, unsigned* gen) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned g, old, cur;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
-    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(gridDim.x - 1) : "memory");
-    if (old == gridDim.x - 1) {
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(gen), "r"(g + 1) : "memory");
-    } else {
-      unsigned spins = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(gen) : "memory");
-        if (++spins > (1u << 22)) __trap();  // seconds: a fault, not a wait
-      } while (cur == g);
-    }
-  }
-  __syncthreads();
 }
 
 // Bulk copies into shared memory counted by an mbarrier that is used once a layer.
@@ -159,48 +127,26 @@ __device__ void norm_into(const float* x, const float* __restrict__ g, float* s,
   __syncthreads();
 }
 
-__device__ __forceinline__ unsigned order_key(float f) {
-  const unsigned u = __float_as_uint(f);
-  return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
-// The 8 largest logits and their softmax renormalized over the 8 (one warp; as moe_layer_bench.cu).
-__device__ void top_k(const float* logits, int* experts, float* weights) {
-  const int lane = threadIdx.x & 31;
-  float v[4];
-  unsigned key[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = __ldcg(logits + lane + 32 * i), key[i] = order_key(v[i]);
-  float top = 0.0f, mine = 0.0f, sum = 0.0f;
-  for (int k = 0; k < kTop; ++k) {
-    unsigned best = 0;
-    int at = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (key[i] > best) best = key[i], at = i;
-    const unsigned m = __reduce_max_sync(0xffffffffu, best);
-    const int winner = __ffs(__ballot_sync(0xffffffffu, best == m)) - 1;
-    const int slot = __shfl_sync(0xffffffffu, at, winner);
-    const float l = __shfl_sync(0xffffffffu, slot == 0 ? v[0] : slot == 1 ? v[1] : slot == 2 ? v[2] : v[3], winner);
-    if (k == 0) top = l;
-    const float p = __expf(l - top);
-    sum += p;
-    if (lane == k) mine = p;
-    if (lane == winner) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i == slot) key[i] = 0;
-    }
-    if (lane == 0) experts[k] = winner + 32 * slot;
-  }
-  if (lane < kTop) weights[lane] = mine / sum;
-  __syncwarp();
-}
-
 // Row word q of a weight row: from shared memory where staged, else streamed from memory.
 template <bool Stage>
 __device__ __forceinline__ uint4 row_word(const uint4* row, int q) {
   return Stage ? row[q] : __ldcs(row + q);
+}
+
+// A warp's product of one weight row (32 * Loads words of 8 bf16) with x (float4s in shared
+// memory): a lane's loads all in flight before its products; every lane gets the sum.
+template <bool Stage, int Loads>
+__device__ __forceinline__ float row_dot(const uint4* row, const float4* x4, int lane) {
+  uint4 v[Loads];
+#pragma unroll
+  for (int u = 0; u < Loads; ++u) v[u] = row_word<Stage>(row, lane + 32 * u);
+  float acc = 0.0f;
+#pragma unroll
+  for (int u = 0; u < Loads; ++u) {
+    const int q = lane + 32 * u;
+    acc = dot8(v[u], x4[2 * q], x4[2 * q + 1], acc);
+  }
+  return warp_sum(acc);
 }
 
 // ---- the layer's phases, shared by the persistent kernel and the kernel-a-phase chain ----
@@ -249,16 +195,7 @@ __device__ void phase_qkv(const Layer& c, const Shared& sh, unsigned parity) {
   const float4* n4 = reinterpret_cast<const float4*>(sh.vec);
   for (int row = c.q0 + c.warp; row < c.q1; row += kWarps) {
     const uint4* wr = Stage ? sh.w + (row - c.q0) * (kH / 8) : w.qkv + (long long)row * (kH / 8);
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = row_word<Stage>(wr, c.lane + 32 * u);
-    float acc = 0.0f;
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int q = c.lane + 32 * u;
-      acc = dot8(v[u], n4[2 * q], n4[2 * q + 1], acc);
-    }
-    acc = warp_sum(acc);
+    const float acc = row_dot<Stage, kH / 256>(wr, n4, c.lane);
     if (c.lane == 0) c.s.qkv[row] = acc;
   }
   __syncthreads();
@@ -390,16 +327,7 @@ __device__ void phase_o(const Layer& c, const Shared& sh, unsigned parity, bool 
   const float4* a4 = reinterpret_cast<const float4*>(sh.vec);
   for (int row = c.o0 + c.warp; row < c.o1; row += kWarps) {
     const uint4* wr = Stage ? sh.w + (row - c.o0) * (kQ / 8) : w.o + (long long)row * (kQ / 8);
-    uint4 v[16];
-#pragma unroll
-    for (int u = 0; u < 16; ++u) v[u] = row_word<Stage>(wr, c.lane + 32 * u);
-    float acc = 0.0f;
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      const int q = c.lane + 32 * u;
-      acc = dot8(v[u], a4[2 * q], a4[2 * q + 1], acc);
-    }
-    acc = warp_sum(acc);
+    const float acc = row_dot<Stage, kQ / 256>(wr, a4, c.lane);
     if (c.lane == 0) {
       const float rv = __ldcg(c.x + row) + acc;
       c.s.r[row] = rv;
@@ -427,7 +355,7 @@ __device__ void phase_router(const Layer& c, const Shared& sh, uint4 rw) {
 // routing weight, into partial rows (or added into x' with float4 atomics). sh.vec: rmsnorm(r).
 __device__ void phase_experts(const Layer& c, const Shared& sh, bool on, int& st) {
   const LayerWeights& w = c.W[c.l];
-  if (c.warp == 0) top_k(c.s.logits, sh.e, sh.p);
+  if (c.warp == 0) top8_of_128(c.s.logits, sh.e, sh.p);
   for (int t = c.tid; t < kH; t += kThreads) sh.out[t] = 0.0f;
   __syncthreads();
   stamp(on, st);

@@ -42,8 +42,8 @@
 #include "study_parts.h"
 
 constexpr int kH = 2048, kE = 128, kTop = 8, kI = 768, kA = 4096;
-constexpr int kDownRows = 16;
-constexpr int kOwn = 7;  // the study's own ways; the generated kernels' follow  // output rows of the down product a fused block takes, at most
+constexpr int kDownRows = 16;  // output rows of the down product a fused block takes, at most
+constexpr int kOwn = 7;  // the study's own ways; the generated kernels' follow
 
 // Phase times of one traced fused launch (block 0's, and slot 9 the last block's gate/up end).
 __device__ unsigned long long* g_trace;
@@ -53,20 +53,6 @@ __device__ __forceinline__ void stamp(bool on, int slot) {
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
   if (slot == 9) atomicMax(g_trace + 9, t);
   else if (blockIdx.x == 0) g_trace[slot] = t;
-}
-
-// A streaming 16-byte load the compiler keeps in program order (volatile), so that a loop's
-// loads all go out before the products that use them.
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 __device__ float block_sum(float v, float* scratch) {  // scratch: 8 floats; 256 threads
@@ -100,50 +86,9 @@ __device__ void router_row(const uint4* __restrict__ Wr, const float* s_n, int r
   if (threadIdx.x == 0) logits[row] = s;
 }
 
-// The 8 largest of the 128 logits (ties: the lower lane, which the reference's order would
-// not always pick; random weights have none) and their softmax renormalized over the 8, which
-// is exp(l - max) / sum over the 8 of exp(l_j - max): the full softmax's denominator cancels.
-// One warp; each round a max over orderable keys (redux.sync) and a ballot.
-__device__ __forceinline__ unsigned order_key(float f) {
-  const unsigned u = __float_as_uint(f);
-  return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
-__device__ void top_k(const float* logits, int* experts, float* weights) {
+// *out = silu(Wg_e[j] . n) * (Wu_e[j] . n), by one warp (lane 0 stores).
+__device__ __forceinline__ void gate_up_pair(const uint4* __restrict__ Wgu, const float* n, int e, int j, float* out) {
   const int lane = threadIdx.x & 31;
-  float v[4];
-  unsigned key[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = __ldcg(logits + lane + 32 * i), key[i] = order_key(v[i]);
-  float top = 0.0f, mine = 0.0f, sum = 0.0f;
-  for (int k = 0; k < kTop; ++k) {
-    unsigned best = 0;
-    int at = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (key[i] > best) best = key[i], at = i;
-    const unsigned m = __reduce_max_sync(0xffffffffu, best);
-    const int winner = __ffs(__ballot_sync(0xffffffffu, best == m)) - 1;
-    const int slot = __shfl_sync(0xffffffffu, at, winner);
-    const float l = __shfl_sync(0xffffffffu, slot == 0 ? v[0] : slot == 1 ? v[1] : slot == 2 ? v[2] : v[3], winner);
-    if (k == 0) top = l;
-    const float p = __expf(l - top);
-    sum += p;
-    if (lane == k) mine = p;
-    if (lane == winner) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i == slot) key[i] = 0;
-    }
-    if (lane == 0) experts[k] = winner + 32 * slot;
-  }
-  if (lane < kTop) weights[lane] = mine / sum;
-  __syncwarp();
-}
-
-// h[slot][j] = silu(Wg_e[j] . n) * (Wu_e[j] . n) for pair p = slot * 768 + j, by one warp.
-__device__ __forceinline__ void gate_up_pair(const uint4* __restrict__ Wgu, const float* n, int e, int p, float* h) {
-  const int lane = threadIdx.x & 31, j = p % kI;
   const uint4* g = Wgu + ((long long)e * 2 * kI + j) * (kH / 8);
   const uint4* u = g + (long long)kI * (kH / 8);
   uint4 wg[8], wu[8];
@@ -159,7 +104,7 @@ __device__ __forceinline__ void gate_up_pair(const uint4* __restrict__ Wgu, cons
     su = dot8(wu[i], a, b, su);
   }
   sg = warp_sum(sg), su = warp_sum(su);
-  if (lane == 0) h[p] = sg / (1.0f + __expf(-sg)) * su;
+  if (lane == 0) *out = sg / (1.0f + __expf(-sg)) * su;
 }
 
 // ---- the four kernels ----
@@ -179,7 +124,7 @@ __global__ void __launch_bounds__(256) k_router(const float* __restrict__ x, con
 __global__ void k_top_k(const float* logits, int* experts, float* weights, float* gs, float* ds) {
   grid_release();
   grid_wait();
-  top_k(logits, experts, weights);
+  top8_of_128(logits, experts, weights);
   if (!gs) return;
   for (int i = threadIdx.x; i < kE; i += 32) gs[i] = 0.0f, ds[i] = 0.0f;
   __syncwarp();
@@ -190,7 +135,7 @@ __global__ void __launch_bounds__(256, 2) k_gate_up(const float* __restrict__ n,
   grid_release();
   grid_wait();
   const int warps = gridDim.x * 8;
-  for (int p = blockIdx.x * 8 + (threadIdx.x >> 5); p < kTop * kI; p += warps) gate_up_pair(Wgu, n, __ldcg(experts + p / kI), p, h);
+  for (int p = blockIdx.x * 8 + (threadIdx.x >> 5); p < kTop * kI; p += warps) gate_up_pair(Wgu, n, __ldcg(experts + p / kI), p % kI, h + p);
 }
 
 // out[row] = r[row] + sum over slots of p_slot * (Wd_e[row] . h[slot]): a warp per row.
@@ -259,27 +204,11 @@ __global__ void __launch_bounds__(256, 2) k_cols(const float* __restrict__ n, co
   __shared__ __align__(16) float s_h[C];
   grid_release();
   grid_wait();
-  const int unit = blockIdx.x, slot = unit / (kI / C), j0 = unit % (kI / C) * C, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int unit = blockIdx.x, slot = unit / (kI / C), j0 = unit % (kI / C) * C, warp = threadIdx.x >> 5;
   const int e = __ldcg(experts + slot);
   for (int i = threadIdx.x; i < kH / 4; i += 256) reinterpret_cast<float4*>(s_n)[i] = __ldcg(reinterpret_cast<const float4*>(n) + i);
   __syncthreads();
-  for (int jj = warp; jj < C; jj += 8) {
-    const uint4* g = Wgu + ((long long)e * 2 * kI + j0 + jj) * (kH / 8);
-    const uint4* u = g + (long long)kI * (kH / 8);
-    uint4 wg[8], wu[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
-    const float4* n4 = reinterpret_cast<const float4*>(s_n);
-    float sg = 0.0f, su = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = lane + 32 * i;
-      sg = dot8(wg[i], n4[2 * q], n4[2 * q + 1], sg);
-      su = dot8(wu[i], n4[2 * q], n4[2 * q + 1], su);
-    }
-    sg = warp_sum(sg), su = warp_sum(su);
-    if (lane == 0) s_h[jj] = sg / (1.0f + __expf(-sg)) * su;
-  }
+  for (int jj = warp; jj < C; jj += 8) gate_up_pair(Wgu, s_n, e, j0 + jj, s_h + jj);
   __syncthreads();
   const float p = __ldcg(weights + slot);
   const float4* h4 = reinterpret_cast<const float4*>(s_h);
@@ -332,26 +261,6 @@ __device__ __forceinline__ void halve_rows(float* part, int lane, int bit) {
   }
 }
 
-// A grid-wide barrier for co-resident blocks: count wraps to 0 at the last arrival (atom.inc),
-// which then advances the generation the others wait on. The arrival is acq_rel and the wait an
-// acquire at GPU scope, so what a block wrote before the barrier (ordered by the bar.sync
-// before the arrival) is seen by every block after it, without full fences.
-__device__ void grid_sync(unsigned* count, unsigned* gen) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned g, old, cur;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
-    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(gridDim.x - 1) : "memory");
-    if (old == gridDim.x - 1) {
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(gen), "r"(g + 1) : "memory");
-    } else {
-      do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(gen) : "memory");
-      while (cur == g);
-    }
-  }
-  __syncthreads();
-}
-
 // Route: the router and top-k inside (the fused way); else the experts and their weights come
 // from k_top_k (in `experts`, `weights`) and the normed input from k_router (in `n`), and the
 // kernel is gate/up and down alone (the experts' way).
@@ -378,7 +287,7 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
     stamp(on, 3);
     // Every block is resident now, so the next kernel's blocks cannot take an SM one of ours needs.
     grid_release();
-    if (warp == 0) top_k(logits, s_e, s_w);
+    if (warp == 0) top8_of_128(logits, s_e, s_w);
   } else {
     for (int i = threadIdx.x; i < kH; i += 256) s_n[i] = __ldcg(n + i);
     if (threadIdx.x < kTop) s_e[threadIdx.x] = __ldcg(experts + threadIdx.x), s_w[threadIdx.x] = __ldcg(weights + threadIdx.x);
@@ -394,7 +303,7 @@ __global__ void __launch_bounds__(256, 1) k_fused(const float* __restrict__ r, c
   }
   stamp(on, 4);
   const int warps = gridDim.x * 8;
-  for (int p = blockIdx.x * 8 + warp; p < kTop * kI; p += warps) gate_up_pair(Wgu, s_n, s_e[p / kI], p, h);
+  for (int p = blockIdx.x * 8 + warp; p < kTop * kI; p += warps) gate_up_pair(Wgu, s_n, s_e[p / kI], p % kI, h + p);
   __syncthreads();
   stamp(on, 5);
   stamp(on, 9);

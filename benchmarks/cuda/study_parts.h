@@ -1,7 +1,8 @@
 // Pieces the standalone GPU design studies share (gemv_bench.cu, staged_gemv_bench.cu,
 // moe_layer_bench.cu, chain_wait_bench.cu, l2_ahead_bench.cu, layer_persistent_bench.cu): the bf16 dot product, a warp's
-// GEMV row, random bf16 weights, programmatic dependent launch, the tensor memory accelerator's
-// bulk copies, and timing a chain of launches as a CUDA graph.
+// GEMV row, streaming loads, warp sums, the MoE's top 8 of 128, a grid barrier, random bf16
+// weights, programmatic dependent launch, the tensor memory accelerator's bulk copies, and timing
+// a chain of launches as a CUDA graph.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -41,6 +42,83 @@ __device__ __forceinline__ float warp_row_dot(const uint4* __restrict__ w, const
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   return acc;
+}
+
+// A streaming 16-byte load the compiler keeps in program order (volatile), so that a loop's
+// loads all go out before the products that use them.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// A grid-wide barrier for co-resident blocks: count wraps to 0 at the last arrival (atom.inc),
+// which then advances the generation the others wait on. The arrival is acq_rel and the wait an
+// acquire at GPU scope, so what a block wrote before the barrier (ordered by the bar.sync before
+// the arrival) is seen by every block after it, without full fences. The spin is bounded, so
+// that a fault traps instead of hanging the device.
+__device__ void grid_sync(unsigned* count, unsigned* gen) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned g, old, cur;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
+    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(gridDim.x - 1) : "memory");
+    if (old == gridDim.x - 1) {
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(gen), "r"(g + 1) : "memory");
+    } else {
+      unsigned spins = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(gen) : "memory");
+        if (++spins > (1u << 22)) __trap();  // seconds: a fault, not a wait
+      } while (cur == g);
+    }
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ unsigned order_key(float f) {
+  const unsigned u = __float_as_uint(f);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+// The 8 largest of 128 logits (ties: the lower lane; random weights have none) and their softmax
+// renormalized over the 8, exp(l - max) / sum over the 8 of exp(l_j - max): the full softmax's
+// denominator cancels. One warp; each round a max over orderable keys (redux.sync) and a ballot.
+__device__ void top8_of_128(const float* logits, int* experts, float* weights) {
+  const int lane = threadIdx.x & 31;
+  float v[4];
+  unsigned key[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = __ldcg(logits + lane + 32 * i), key[i] = order_key(v[i]);
+  float top = 0.0f, mine = 0.0f, sum = 0.0f;
+  for (int k = 0; k < 8; ++k) {
+    unsigned best = 0;
+    int at = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (key[i] > best) best = key[i], at = i;
+    const unsigned m = __reduce_max_sync(0xffffffffu, best);
+    const int winner = __ffs(__ballot_sync(0xffffffffu, best == m)) - 1;
+    const int slot = __shfl_sync(0xffffffffu, at, winner);
+    const float l = __shfl_sync(0xffffffffu, slot == 0 ? v[0] : slot == 1 ? v[1] : slot == 2 ? v[2] : v[3], winner);
+    if (k == 0) top = l;
+    const float p = __expf(l - top);
+    sum += p;
+    if (lane == k) mine = p;
+    if (lane == winner) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i == slot) key[i] = 0;
+    }
+    if (lane == 0) experts[k] = winner + 32 * slot;
+  }
+  if (lane < 8) weights[lane] = mine / sum;
+  __syncwarp();
 }
 
 // bf16 values in [-scale / 2, scale / 2) from a hash of the index and `seed`.
