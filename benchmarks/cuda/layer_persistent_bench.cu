@@ -367,20 +367,8 @@ __device__ void phase_experts(const Layer& c, const Shared& sh, bool on, int& st
   const float4* n4 = reinterpret_cast<const float4*>(sh.vec);
   for (int jj = c.warp; jj < kChunk; jj += kWarps) {
     const uint4* g = w.gate_up + ((long long)e * 2 * kI + j0 + jj) * (kH / 8);
-    const uint4* u = g + (long long)kI * (kH / 8);
-    uint4 wg[8], wu[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
-    float sg = 0.0f, su = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = lane + 32 * i;
-      const float4 a = n4[2 * q], b = n4[2 * q + 1];
-      sg = dot8(wg[i], a, b, sg);
-      su = dot8(wu[i], a, b, su);
-    }
-    sg = warp_sum(sg), su = warp_sum(su);
-    if (lane == 0) sh.h[jj] = sg / (1.0f + __expf(-sg)) * su;
+    const float v = gated_pair_2048(g, g + (long long)kI * (kH / 8), n4, lane);
+    if (lane == 0) sh.h[jj] = v;
   }
   __syncthreads();
   stamp(on, st);

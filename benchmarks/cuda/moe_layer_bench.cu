@@ -88,23 +88,9 @@ __device__ void router_row(const uint4* __restrict__ Wr, const float* s_n, int r
 
 // *out = silu(Wg_e[j] . n) * (Wu_e[j] . n), by one warp (lane 0 stores).
 __device__ __forceinline__ void gate_up_pair(const uint4* __restrict__ Wgu, const float* n, int e, int j, float* out) {
-  const int lane = threadIdx.x & 31;
   const uint4* g = Wgu + ((long long)e * 2 * kI + j) * (kH / 8);
-  const uint4* u = g + (long long)kI * (kH / 8);
-  uint4 wg[8], wu[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) wg[i] = ld_stream(g + lane + 32 * i), wu[i] = ld_stream(u + lane + 32 * i);
-  const float4* n4 = reinterpret_cast<const float4*>(n);
-  float sg = 0.0f, su = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int q = lane + 32 * i;
-    const float4 a = n4[2 * q], b = n4[2 * q + 1];
-    sg = dot8(wg[i], a, b, sg);
-    su = dot8(wu[i], a, b, su);
-  }
-  sg = warp_sum(sg), su = warp_sum(su);
-  if (lane == 0) *out = sg / (1.0f + __expf(-sg)) * su;
+  const float v = gated_pair_2048(g, g + (long long)kI * (kH / 8), reinterpret_cast<const float4*>(n), threadIdx.x & 31);
+  if ((threadIdx.x & 31) == 0) *out = v;
 }
 
 // ---- the four kernels ----
