@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,7 +101,9 @@ nvrtcResult nvrtcCompileProgram(Program* p, int, const char* const*) {
   const std::string dir = cache_dir(), base = dir + "/" + std::to_string(fnv1a(headers + text));
   const std::string so = base + ".so";
   if (access(so.c_str(), R_OK) != 0) {
-    const std::string cpp = base + "." + std::to_string(getpid()) + ".cpp", tmp = cpp + ".so", log = cpp + ".log";
+    // Unique to this call: the executor compiles modules on several threads, and two may be alike.
+    static std::atomic<unsigned> calls{0};
+    const std::string cpp = base + "." + std::to_string(getpid()) + "." + std::to_string(calls++) + ".cpp", tmp = cpp + ".so", log = cpp + ".log";
     std::ofstream(cpp) << text;
     const char* cxx = std::getenv("CXX");
     // -O1 and no strict aliasing: kernels reinterpret pointers freely; -march=native for fmaf.
