@@ -85,6 +85,8 @@ struct Packed {
 
 CUresult launch(Kernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void** params) {
   if (!k || !params) return kInvalidValue;
+  static const bool trace = std::getenv("LUMINAL_EMULATOR_TRACE") != nullptr;  // each launch to stderr
+  if (trace) std::fprintf(stderr, "emulated launch %s: grid %u x %u x %u, block %u x %u x %u, %u B dynamic shared\n", k->name.c_str(), gx, gy, gz, bx, by, bz, smem);
   auto packed = std::make_shared<Packed>(k, k->pack(params));
   submit([k, packed, gx, gy, gz, bx, by, bz, smem] {
     Grid g;
