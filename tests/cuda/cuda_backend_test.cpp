@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -83,6 +84,11 @@ TEST(CudaCodegen, EveryFixtureModelPlanCompilesWithNvrtc) {
     matmul += count_kernels(plan, "Matmul");
     PlanKernels k = generate_plan_kernels(plan);
     EXPECT_GT(k.functions.texts.size(), 5u) << name;
+    // PTX lives in the prelude's helpers, never in a generated body: the CPU emulator
+    // (tests/cuda_emulator) replaces the helpers and compiles the bodies as host C++.
+    static const std::regex inline_asm(R"(\basm\s*(volatile\s*)?\()");
+    for (size_t i = 0; i < k.functions.texts.size(); ++i)
+      EXPECT_FALSE(std::regex_search(k.functions.texts[i], inline_asm)) << name << ": inline PTX in " << k.functions.names[i];
     // In parts, as the executor compiles them (each part carries the prelude).
     for (const std::string& part : k.module_sources(2)) EXPECT_NO_THROW(nvrtc_compile(part, "sm_90", "")) << name;
   }

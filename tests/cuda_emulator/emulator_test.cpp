@@ -4,7 +4,10 @@
 // with the emulator library named in their place.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,53 @@ extern "C" __global__ void lanes(int* out) {
     EXPECT_EQ(got[256 + t], (warp + 1 + warp + 32) * 16) << t;     // the warp's sum of t + 1
   }
   ctx.free(out);
+}
+
+// The prelude's conversions, which are PTX on the GPU and the emulator's own code here: f32 to
+// f16 and back against the host's _Float16 (IEEE binary16, round to nearest even), and the bf16
+// pair packing against rounding computed in double.
+TEST(CudaEmulator, HalfAndBf16ConversionsRoundAsTheGpuDoes) {
+  ASSERT_TRUE(kEmulated);
+  void* f = kernel(R"(
+extern "C" __global__ void convert(const float* in, float* half_back, unsigned* bf16_pairs, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  half_back[i] = lm_f16_f32(lm_f32_f16(in[i]));
+  bf16_pairs[i] = lm_pack_bf16(in[i], -in[i]);
+}
+)",
+                   "convert");
+  std::vector<float> in;
+  for (float v : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e6f, 6.1e-5f, 6.0e-8f, 3.0e-8f, 1e-9f, 0.1f, 1.0009765625f, 1.00048828125f})
+    in.push_back(v), in.push_back(-v);
+  for (int i = 0; i < 2000; ++i) in.push_back(std::ldexp(static_cast<float>(i % 997) / 997.0f + 1.0f, i % 40 - 25));  // many exponents
+  in.push_back(std::numeric_limits<float>::infinity());
+  const int n = static_cast<int>(in.size());
+  Context& ctx = Context::get();
+  const DevicePtr d_in = ctx.alloc(in.size() * 4), d_half = ctx.alloc(in.size() * 4), d_pairs = ctx.alloc(in.size() * 4);
+  ctx.upload(d_in, in.data(), in.size() * 4);
+  void* args[] = {const_cast<DevicePtr*>(&d_in), const_cast<DevicePtr*>(&d_half), const_cast<DevicePtr*>(&d_pairs), const_cast<int*>(&n)};
+  ctx.launch(f, static_cast<unsigned>((n + 127) / 128), 1, 1, 128, 0, args);
+  std::vector<float> half_back(in.size());
+  std::vector<unsigned> pairs(in.size());
+  ctx.download(half_back.data(), d_half, in.size() * 4);
+  ctx.download(pairs.data(), d_pairs, in.size() * 4);
+  auto bf16 = [](float v) {  // round to nearest even, from the exact value in double
+    unsigned u;
+    std::memcpy(&u, &v, 4);
+    const unsigned down = u & 0xffff0000u, up = down + 0x10000u;
+    float lo, hi;
+    std::memcpy(&lo, &down, 4);
+    std::memcpy(&hi, &up, 4);
+    const double dl = std::abs(static_cast<double>(v) - lo), dh = std::abs(static_cast<double>(hi) - v);
+    return (dl < dh || (dl == dh && ((down >> 16) & 1u) == 0)) ? down >> 16 : up >> 16;
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = static_cast<float>(static_cast<_Float16>(in[i]));
+    EXPECT_EQ(std::memcmp(&half_back[i], &want, 4), 0) << in[i] << ": " << half_back[i] << " against " << want;
+    if (std::isfinite(in[i])) EXPECT_EQ(pairs[i], bf16(in[i]) | bf16(-in[i]) << 16) << in[i];
+  }
+  for (DevicePtr p : {d_in, d_half, d_pairs}) ctx.free(p);
 }
 
 // Lane 0 waits at __syncthreads while the other lanes of its warp wait for it at a shuffle: on a
