@@ -43,9 +43,10 @@ struct Warp {
 
 struct Block {
   const Grid* grid = nullptr;
+  lm_emu_block info;  // the module's blockIdx, blockDim, gridDim and dynamic shared memory
   unsigned n = 0, live = 0;
   std::vector<Fiber> fibers;
-  std::vector<lm_emu_thread> ctx;
+  std::vector<lm_emu_thread> ctx;  // each thread's threadIdx and lane
   std::vector<Warp> warps;
   void* sched_sp = nullptr;
   unsigned bar_arrived = 0, bar_gen = 0;
@@ -138,8 +139,7 @@ struct WorkerMemory {
 
 [[noreturn]] void fail(const Block* b, const char* why) {
   std::fprintf(stderr, "luminal CUDA emulator: %s", why);
-  if (b) std::fprintf(stderr, " (kernel %s, block (%u, %u, %u)", b->grid->kernel.c_str(), t_self ? t_self->block_idx.x : 0, t_self ? t_self->block_idx.y : 0,
-                      t_self ? t_self->block_idx.z : 0);
+  if (b) std::fprintf(stderr, " (kernel %s, block (%u, %u, %u)", b->grid->kernel.c_str(), b->info.block_idx.x, b->info.block_idx.y, b->info.block_idx.z);
   if (b && t_fiber) std::fprintf(stderr, ", thread %u", t_fiber->index);
   std::fprintf(stderr, "%s\n", b ? ")" : "");
   std::fflush(stderr);
@@ -159,12 +159,35 @@ void complete_barrier(Block& b) {
 
 void complete_collective(Warp& w) { w.arrived = 0, ++w.gen; }
 
-// One lane's arrival at a warp collective over `mask`; true when it completes the collective.
-bool arrive(Block& b, Warp& w, unsigned mask) {
+// Every running lane of the pending collective's mask has joined it.
+bool all_in(const Warp& w) { return w.arrived == __builtin_popcount(w.mask & w.live); }
+
+// The calling lane joins its warp's collective over `mask`: `give(w, lane, slot)` leaves its
+// part in the collective's slot (0 or 1, by generation), `finish(w, slot)` runs once, in the
+// last lane to join, and every lane returns once all have joined. Returns the warp, lane, slot.
+struct Joined {
+  Warp& w;
+  unsigned lane, slot;
+};
+template <class Give, class Finish>
+Joined join(unsigned mask, Give give, Finish finish) {
+  Block& b = *t_block;
+  const unsigned i = t_fiber->index, lane = i % 32;
+  Warp& w = b.warps[i / 32];
+  const unsigned g = w.gen, slot = g & 1;
+  give(w, lane, slot);
   ++b.progress;
   if (w.arrived == 0) w.mask = mask;
-  return ++w.arrived == __builtin_popcount(w.mask & w.live);
+  ++w.arrived;
+  if (all_in(w)) {
+    finish(w, slot);
+    complete_collective(w);
+  } else {
+    while (w.gen == g) wait_here();
+  }
+  return {w, lane, slot};
 }
+void nothing(Warp&, unsigned) {}
 
 void run_block(const Grid& g, unsigned linear, WorkerMemory& mem) {
   Block b;
@@ -174,23 +197,21 @@ void run_block(const Grid& g, unsigned linear, WorkerMemory& mem) {
   b.fibers.resize(b.n);
   b.ctx.resize(b.n);
   b.warps.resize((b.n + 31) / 32);
-  const unsigned bx = linear % g.grid[0], by = linear / g.grid[0] % g.grid[1], bz = linear / (g.grid[0] * g.grid[1]);
+  b.info.block_idx = {linear % g.grid[0], linear / g.grid[0] % g.grid[1], linear / (g.grid[0] * g.grid[1])};
+  b.info.block_dim = {g.block[0], g.block[1], g.block[2]};
+  b.info.grid_dim = {g.grid[0], g.grid[1], g.grid[2]};
+  b.info.dynamic_smem = mem.smem;
+  b.info.dynamic_smem_bytes = g.dynamic_smem;
   for (unsigned i = 0; i < b.n; ++i) {
-    lm_emu_thread& c = b.ctx[i];
-    c.thread_idx = {i % g.block[0], i / g.block[0] % g.block[1], i / (g.block[0] * g.block[1])};
-    c.block_idx = {bx, by, bz};
-    c.block_dim = {g.block[0], g.block[1], g.block[2]};
-    c.grid_dim = {g.grid[0], g.grid[1], g.grid[2]};
-    c.dynamic_smem = mem.smem;
-    c.dynamic_smem_bytes = g.dynamic_smem;
-    c.lane = i % 32;
+    b.ctx[i].thread_idx = {i % g.block[0], i / g.block[0] % g.block[1], i / (g.block[0] * g.block[1])};
+    b.ctx[i].lane = i % 32;
     b.fibers[i].block = &b;
     b.fibers[i].index = i;
     b.fibers[i].sp = mem.initial_sp(i, &b.fibers[i]);
     b.warps[i / 32].live |= 1u << (i % 32);
   }
   b.live = b.n;
-  g.set_block(&b.ctx[0]);  // on this worker thread, where every fiber of the block runs
+  g.set_block(&b.info);  // on this worker thread, where every fiber of the block runs
   t_block = &b;
   auto idle_since = std::chrono::steady_clock::now();
   unsigned idle_rounds = 0;
@@ -296,7 +317,7 @@ extern "C" void lm_emu_fiber_main(Fiber* f) {
   --b.live;
   Warp& w = b.warps[f->index / 32];
   w.live &= ~(1u << (f->index % 32));
-  if (w.arrived > 0 && w.arrived == __builtin_popcount(w.mask & w.live)) complete_collective(w);
+  if (w.arrived > 0 && all_in(w)) complete_collective(w);
   if (b.bar_arrived > 0 && b.bar_arrived == b.live) complete_barrier(b);
   lm_emu_switch(&f->sp, b.sched_sp);
   __builtin_unreachable();  // a finished fiber is never resumed
@@ -318,46 +339,25 @@ int lm_emu_syncthreads_count(int predicate) {
 }
 
 unsigned long long lm_emu_warp_exchange(unsigned mask, unsigned long long value, int src) {
-  Block& b = *t_block;
-  const unsigned i = t_fiber->index, lane = i % 32;
-  Warp& w = b.warps[i / 32];
-  const unsigned g = w.gen, par = g & 1;
-  w.vals[par][lane] = value;
-  if (arrive(b, w, mask)) complete_collective(w);
-  else
-    while (w.gen == g) wait_here();
-  return src >= 0 && src < 32 && (mask >> src & 1u) ? w.vals[par][src] : value;
+  const Joined j = join(mask, [&](Warp& w, unsigned lane, unsigned slot) { w.vals[slot][lane] = value; }, nothing);
+  return src >= 0 && src < 32 && (mask >> src & 1u) ? j.w.vals[j.slot][src] : value;
 }
 
 unsigned lm_emu_warp_ballot(unsigned mask, int predicate) {
-  Block& b = *t_block;
-  const unsigned i = t_fiber->index, lane = i % 32;
-  Warp& w = b.warps[i / 32];
-  const unsigned g = w.gen, par = g & 1;
-  w.vals[par][lane] = predicate != 0;
-  if (arrive(b, w, mask)) complete_collective(w);
-  else
-    while (w.gen == g) wait_here();
+  const Joined j = join(mask, [&](Warp& w, unsigned lane, unsigned slot) { w.vals[slot][lane] = predicate != 0; }, nothing);
   unsigned bits = 0;
   for (unsigned l = 0; l < 32; ++l)
-    if ((mask >> l & 1u) && w.vals[par][l]) bits |= 1u << l;
-  return bits & mask;
+    if ((mask >> l & 1u) && j.w.vals[j.slot][l]) bits |= 1u << l;
+  return bits;
 }
 
 void lm_emu_warp_all(const unsigned* in, unsigned* out, void (*fn)(const unsigned (*)[LM_EMU_WORDS], unsigned (*)[LM_EMU_WORDS])) {
-  Block& b = *t_block;
-  const unsigned i = t_fiber->index, lane = i % 32;
-  Warp& w = b.warps[i / 32];
-  if (w.live != 0xffffffffu) fail(&b, "a tensor-core instruction in a warp whose 32 lanes are not all running");
-  const unsigned g = w.gen, par = g & 1;
-  std::memcpy(w.words[par][lane], in, sizeof w.words[par][lane]);
-  if (arrive(b, w, 0xffffffffu)) {
-    fn(w.words[par], w.out[par]);
-    complete_collective(w);
-  } else {
-    while (w.gen == g) wait_here();
-  }
-  std::memcpy(out, w.out[par][lane], sizeof w.out[par][lane]);
+  if (t_block->warps[t_fiber->index / 32].live != 0xffffffffu)
+    fail(t_block, "a tensor-core instruction in a warp whose 32 lanes are not all running");
+  const Joined j = join(
+      0xffffffffu, [&](Warp& w, unsigned lane, unsigned slot) { std::memcpy(w.words[slot][lane], in, sizeof w.words[slot][lane]); },
+      [&](Warp& w, unsigned slot) { fn(w.words[slot], w.out[slot]); });
+  std::memcpy(out, j.w.out[j.slot][j.lane], sizeof j.w.out[j.slot][j.lane]);
 }
 
 void lm_emu_spin(void) {

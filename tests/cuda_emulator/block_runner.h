@@ -11,7 +11,7 @@ namespace luminal::cuda_emulator {
 struct Grid {
   std::string kernel;             // for messages
   void (*run)(void* args) = nullptr;  // calls the kernel with its packed arguments
-  void (*set_block)(const lm_emu_thread*) = nullptr;  // the module's blockIdx, blockDim, gridDim
+  void (*set_block)(const lm_emu_block*) = nullptr;  // the module's blockIdx, blockDim, gridDim
   void* args = nullptr;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   unsigned dynamic_smem = 0;

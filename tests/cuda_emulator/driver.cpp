@@ -44,7 +44,7 @@ struct Kernel {
   void* (*pack)(void**) = nullptr;  // copies the arguments cuLaunchKernel points at
   void (*run)(void*) = nullptr;
   void (*release)(void*) = nullptr;
-  void (*set_block)(const lm_emu_thread*) = nullptr;
+  void (*set_block)(const lm_emu_block*) = nullptr;
 };
 
 struct Module {
@@ -52,12 +52,9 @@ struct Module {
   std::vector<std::unique_ptr<Kernel>> kernels;
 };
 
-// One operation of a stream: run now, or recorded while a capture is on.
-struct Op {
-  std::function<void()> run;
-};
+// A captured graph: the stream's operations, in order (each may be replayed many times).
 struct Graph {
-  std::vector<std::shared_ptr<Op>> ops;
+  std::vector<std::function<void()>> ops;
 };
 
 std::mutex g_mu;
@@ -67,7 +64,7 @@ void submit(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_capture) {
-      g_capture->ops.push_back(std::make_shared<Op>(Op{std::move(f)}));
+      g_capture->ops.push_back(std::move(f));
       return;
     }
   }
@@ -214,9 +211,9 @@ CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long lon
   return kOk;
 }
 CUresult cuGraphLaunch(void* exec, void*) {
-  const std::vector<std::shared_ptr<Op>> ops = static_cast<Graph*>(exec)->ops;
+  const std::vector<std::function<void()>> ops = static_cast<Graph*>(exec)->ops;
   submit([ops] {
-    for (const auto& op : ops) op->run();
+    for (const auto& op : ops) op();
   });
   return kOk;
 }
@@ -284,7 +281,7 @@ CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
   k->pack = reinterpret_cast<void* (*)(void**)>(dlsym(m->handle, ("lm_emu_pack_" + n).c_str()));
   k->run = reinterpret_cast<void (*)(void*)>(dlsym(m->handle, ("lm_emu_run_" + n).c_str()));
   k->release = reinterpret_cast<void (*)(void*)>(dlsym(m->handle, ("lm_emu_release_" + n).c_str()));
-  k->set_block = reinterpret_cast<void (*)(const lm_emu_thread*)>(dlsym(m->handle, "lm_emu_set_block"));
+  k->set_block = reinterpret_cast<void (*)(const lm_emu_block*)>(dlsym(m->handle, "lm_emu_set_block"));
   if (!k->pack || !k->run || !k->release || !k->set_block) return kNotFound;
   *function = k.get();
   m->kernels.push_back(std::move(k));

@@ -10,11 +10,17 @@ extern "C" {
 struct lm_emu_dim3 {
   unsigned x, y, z;
 };
+// A CUDA thread's own indices (threadIdx is read through lm_emu_self on every use).
 struct lm_emu_thread {
-  struct lm_emu_dim3 thread_idx, block_idx, block_dim, grid_dim;
+  struct lm_emu_dim3 thread_idx;
+  unsigned lane;  // linear thread index % 32
+};
+// What the block's threads share, given to the module (lm_emu_set_block, in kernel_compat.h) on
+// the worker thread before the block's fibers start.
+struct lm_emu_block {
+  struct lm_emu_dim3 block_idx, block_dim, grid_dim;
   unsigned char* dynamic_smem;  // the launch's dynamic shared memory, this block's
   unsigned dynamic_smem_bytes;
-  unsigned lane;                // linear thread index % 32
 };
 
 const struct lm_emu_thread* lm_emu_self(void);

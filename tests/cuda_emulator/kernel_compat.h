@@ -40,11 +40,15 @@ struct dim3 {
 inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
 thread_local uint3 blockIdx;
 thread_local dim3 blockDim, gridDim;
+thread_local unsigned char* lm_emu_dynamic_smem;  // what `extern __shared__ T x[];` becomes (nvrtc.cpp)
+thread_local unsigned lm_emu_dynamic_smem_bytes;
 // (A module is one translation unit, so these definitions appear once in it.)
-extern "C" __attribute__((visibility("default"))) void lm_emu_set_block(const struct lm_emu_thread* t) {
-  blockIdx = {t->block_idx.x, t->block_idx.y, t->block_idx.z};
-  blockDim = dim3(t->block_dim.x, t->block_dim.y, t->block_dim.z);
-  gridDim = dim3(t->grid_dim.x, t->grid_dim.y, t->grid_dim.z);
+extern "C" __attribute__((visibility("default"))) void lm_emu_set_block(const struct lm_emu_block* b) {
+  blockIdx = {b->block_idx.x, b->block_idx.y, b->block_idx.z};
+  blockDim = dim3(b->block_dim.x, b->block_dim.y, b->block_dim.z);
+  gridDim = dim3(b->grid_dim.x, b->grid_dim.y, b->grid_dim.z);
+  lm_emu_dynamic_smem = b->dynamic_smem;
+  lm_emu_dynamic_smem_bytes = b->dynamic_smem_bytes;
 }
 
 struct __attribute__((aligned(8))) float2 { float x, y; };
@@ -178,7 +182,9 @@ inline T lm_emu_from_bits(unsigned long long b) {
   memcpy(&v, &b, sizeof(T));
   return v;
 }
-// Lane arithmetic within a shuffle's width (segments of `width` lanes).
+// Lane arithmetic within a shuffle's width (segments of `width` lanes): a source outside the
+// lane's segment gives the lane its own value.
+inline int lm_emu_in_segment(int lane, int src, int width) { return (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane; }
 template <class T>
 inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const int lane = (int)lm_emu_self()->lane, base = lane & ~(width - 1);
@@ -187,12 +193,12 @@ inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32) {
   const int lane = (int)lm_emu_self()->lane, src = lane ^ m;
-  return lm_emu_from_bits<T>(lm_emu_warp_exchange(mask, lm_emu_bits(v), (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane));
+  return lm_emu_from_bits<T>(lm_emu_warp_exchange(mask, lm_emu_bits(v), lm_emu_in_segment(lane, src, width)));
 }
 template <class T>
 inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) {
   const int lane = (int)lm_emu_self()->lane, src = lane + (int)d;
-  return lm_emu_from_bits<T>(lm_emu_warp_exchange(mask, lm_emu_bits(v), (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane));
+  return lm_emu_from_bits<T>(lm_emu_warp_exchange(mask, lm_emu_bits(v), lm_emu_in_segment(lane, src, width)));
 }
 template <class T>
 inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) {
@@ -290,7 +296,7 @@ inline unsigned atomicXor(unsigned* p, unsigned v) { return __atomic_fetch_xor(p
 // ---- the prelude's PTX helpers (cuda_prelude() leaves them out under LM_EMULATED) ----
 inline void lm_grid_release() {}
 inline void lm_grid_wait() {}  // launches run one after another here
-inline unsigned lm_dynamic_smem_size() { return lm_emu_self()->dynamic_smem_bytes; }
+inline unsigned lm_dynamic_smem_size() { return lm_emu_dynamic_smem_bytes; }
 inline void lm_prefetch_l2(const void*) {}
 inline unsigned lm_ld_relaxed_gpu(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 inline unsigned lm_ld_acquire_gpu(const unsigned* p) {
@@ -299,22 +305,9 @@ inline unsigned lm_ld_acquire_gpu(const unsigned* p) {
   return v;
 }
 inline void lm_st_release_gpu(unsigned* p, unsigned v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-inline unsigned lm_atom_inc_acq_rel_gpu(unsigned* p, unsigned limit) {
-  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-  }
-  return old;
-}
+inline unsigned lm_atom_inc_acq_rel_gpu(unsigned* p, unsigned limit) { return atomicInc(p, limit); }  // seq_cst: at least acq_rel
 inline unsigned lm_atom_add1_acq_rel_gpu(unsigned* p) { return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL); }
 
-// Round to nearest even, NaN kept quiet (as cvt.rn.bf16.f32).
-inline unsigned lm_emu_bf16_bits(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return u >> 16;
-}
-inline unsigned lm_pack_bf16(float x0, float x1) { return lm_emu_bf16_bits(x0) | lm_emu_bf16_bits(x1) << 16; }
 // IEEE half conversions (round to nearest even; subnormals, infinities and NaN kept).
 inline float lm_f16_f32(uint16_t h) {
   const unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;

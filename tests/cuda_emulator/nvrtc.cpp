@@ -53,7 +53,7 @@ std::string self_path() {
 
 std::string host_source(const std::string& cuda) {
   static const std::regex dynamic_smem(R"(extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w ]*?)\s+(\w+)\s*\[\s*\]\s*;)");
-  std::string s = std::regex_replace(cuda, dynamic_smem, "$1* $2 = ($1*)lm_emu_self()->dynamic_smem;");
+  std::string s = std::regex_replace(cuda, dynamic_smem, "$1* $2 = ($1*)lm_emu_dynamic_smem;");
   static const std::regex kernel(R"(__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\()");
   std::ostringstream entries;
   entries << "\n// The emulated driver's entry points (kernel_compat.h's lm_emu::pack, run, release).\n";

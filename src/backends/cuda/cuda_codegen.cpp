@@ -622,17 +622,26 @@ __device__ __forceinline__ void lm_mma_bf16(float* d, const unsigned* a, const u
   __trap();
 #endif
 }
+#endif
+// f32 to bf16, rounded to nearest even (NaN stays a quiet NaN).
+__device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
 // Two f32 values as one word of two bf16 values (rounded to nearest even), the first in the low half.
 __device__ __forceinline__ unsigned lm_pack_bf16(float x0, float x1) {
   unsigned r = 0;
-#if __CUDA_ARCH__ >= 800
+#if defined(LM_EMULATED)
+  r = lm_f32_bf16(x0) | (unsigned)lm_f32_bf16(x1) << 16;
+#elif __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
 #else
   __trap();
 #endif
   return r;
 }
-#endif
 // Two f32 values as bf16 hi (rounded to nearest even) and lo (what hi leaves, rounded), each pair
 // packed with the first value in the low half, as the tensor cores read (k, k + 1).
 __device__ __forceinline__ void lm_split_bf16(float x0, float x1, unsigned& hi, unsigned& lo) {
@@ -731,12 +740,6 @@ __device__ __forceinline__ void lm_bulk_wait(unsigned long long* bar) {
 #endif
 // The generated programs' exp2 (on the CPU, a vectorisable copy of libm's): CUDA's exp2f.
 __device__ __forceinline__ float lm_exp2f(float x) { return exp2f(x); }
-__device__ __forceinline__ uint16_t lm_f32_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 __device__ __forceinline__ float lm_round_bf16(float f) { return lm_bf16_f32(lm_f32_bf16(f)); }
 #ifndef LM_EMULATED
 __device__ __forceinline__ float lm_f16_f32(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
