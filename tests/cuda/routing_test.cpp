@@ -3,6 +3,8 @@
 // the router as one small group (SmallGroup, CudaOptions::small_groups).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/nvrtc.h"
@@ -120,11 +122,14 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
 // runs the sum and the weights. With the router in the group (CodegenOptions::router_in_group)
 // it is the first member: for 128 experts its rows (a warp each) are shared out too, and the
 // blocks meet at a grid barrier before the softmax.
+// The lower-index table (two Iotas compared) is computed where the ranks read it, not loaded
+// (CodegenOptions::index_values_in_groups), unless that is off.
 TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
+  for (bool index_values : {true, false})
   for (bool router : {false, true})
     for (int64_t experts : {16, 128}) {
       const Graph plan = compiled(routing(experts, 8));
-      const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router});
+      const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router, .index_values_in_groups = index_values});
       ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
       const SmallGroup& grp = k.small_groups[0];
       std::vector<std::string> kinds;
@@ -133,8 +138,11 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
       std::vector<int64_t> capacity{experts, experts, 1, experts};
       if (router) want.insert(want.begin(), "Matmul"), capacity.insert(capacity.begin(), experts);
       EXPECT_EQ(kinds, want) << plan.dump();
-      // The router's logits (or x and its weights) and the lower-index table.
-      EXPECT_EQ(grp.leaves.size(), router ? 3u : 2u) << plan.dump();
+      // The router's logits (or x and its weights), and the lower-index table where it is loaded.
+      EXPECT_EQ(grp.leaves.size(), (router ? 2u : 1u) + (index_values ? 0u : 1u)) << plan.dump();
+      EXPECT_EQ(std::count_if(grp.leaves.begin(), grp.leaves.end(), [&](NodeId l) { return plan.node(l).op == OpKind::LessThan; }),
+                index_values ? 0 : 1)
+          << plan.dump();
       EXPECT_EQ(grp.capacity, capacity);
       EXPECT_EQ(grp.counter, experts == 128);
       EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
@@ -146,9 +154,33 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
       EXPECT_EQ(text.find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, experts == 128);
       EXPECT_EQ(text.find("lm_atom_inc_acq_rel_gpu(") != std::string::npos, router && experts == 128);
       EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
+      EXPECT_EQ(text.find(" lm_iv") != std::string::npos, index_values);
     }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
   PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)));
+  k.drop_alternatives();
+  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// With CodegenOptions::wide_small_groups, the 128 experts' ranks run in one block of
+// kRowMaxThreads threads: no counter, no values read back. A router in the group keeps the
+// shared-out form (its rows need the blocks).
+TEST(CudaCodegen, WideSmallGroupsRunAsOneBlock) {
+  for (bool router : {false, true}) {
+    const Graph plan = compiled(routing(128, 8));
+    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router, .wide_small_groups = true});
+    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+    const SmallGroup& grp = k.small_groups[0];
+    EXPECT_EQ(grp.counter, router);
+    EXPECT_EQ(grp.launch.work.as_const().value_or(0), router ? 16 : 1);
+    EXPECT_EQ(grp.launch.row_length.as_const().value_or(0), router ? 0 : 4 * kRowMaxThreads);
+    const std::string* text = k.functions.find(grp.launch.function);
+    ASSERT_NE(text, nullptr);
+    EXPECT_EQ(text->find("__launch_bounds__(1024, 1)") != std::string::npos, !router);
+    EXPECT_EQ(text->find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, router);
+  }
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)), CodegenOptions{.wide_small_groups = true});
   k.drop_alternatives();
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
@@ -164,7 +196,7 @@ TEST(CudaCodegen, ARouterOverANormReadsTheNormsInputs) {
   EXPECT_EQ(plan.node(grp.nodes[0]).kernel, "Matmul");
   std::vector<std::string> leaves;
   for (NodeId id : grp.leaves) leaves.push_back(plan.node(id).kernel.empty() ? op_name(plan.node(id).op) : plan.node(id).kernel);
-  EXPECT_EQ(leaves.size(), 4u) << plan.dump();  // x, the gain, the router's weights, the lower-index table
+  EXPECT_EQ(leaves.size(), 3u) << plan.dump();  // x, the gain, the router's weights (the lower-index table computed)
   for (const std::string& l : leaves) EXPECT_EQ(l.find("RMSNorm"), std::string::npos) << plan.dump();
   EXPECT_EQ(grp.launch.work.as_const().value_or(0), 16);
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
@@ -199,15 +231,23 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
   for (int64_t experts : {16, 128}) {
     const Graph g = routing(experts, 8);
     const Graph plan = compiled(g);
-    for (int on : {2, 1, 0}) {  // with the router in the group, without it, no groups
-      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2});
+    // With the router in the group, without it, no groups; one wide block; the lower-index table
+    // loaded.
+    for (int on : {2, 1, 0, 3, 4}) {
+      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2, .index_values_in_groups = on != 4,
+                                              .wide_small_groups = on == 3});
       const std::vector<int64_t> rounds{1, 3, 1};
       for (size_t round = 0; round < rounds.size(); ++round) {
         const int64_t s = rounds[round];
         const int64_t before = cuda.small_groups_run();
         Interpreter ref(g);
         const Buffer x = testing::random_buffer(DType::F32, {s, kHidden}, static_cast<uint32_t>(round * 11 + experts), -1, 1);
-        const Buffer router = testing::random_buffer(DType::BF16, {experts, kHidden}, 5, -1, 1);
+        Buffer router = testing::random_buffer(DType::BF16, {experts, kHidden}, 5, -1, 1);
+        // In the last round every expert's row is the first's: all logits tie, and the lower
+        // index alone chooses (the first 8), which a wrong tie-break table would not.
+        if (round == 2)
+          for (int64_t e = 1; e < experts; ++e)
+            for (int64_t i = 0; i < kHidden; ++i) router.set(static_cast<size_t>(e * kHidden + i), router.get(static_cast<size_t>(i)));
         ref.set_input("x", x);
         ref.set_input("router", router);
         cuda.set_input("x", x);

@@ -115,6 +115,27 @@ bool deferrable(const Node& n) {
   return n.op == OpKind::Kernel && (n.kernel == "RMSNorm" || n.kernel == "RMSNormMul" || n.kernel == "ScaledMatmul" || n.kernel == "Softmax");
 }
 
+// Values a member computes from their index instead of loading them from a buffer: an Iota, a
+// constant, and integer-cheap elementwise nodes over such values through unmasked views, a few
+// deep. The routing's tie-break mask (e' < e, two Iotas compared) is one: loaded, it put a trip
+// to L2 inside the ranks' loop. CodegenOptions::index_values_in_groups.
+constexpr int kIndexValueDepth = 4;
+bool index_value(const Graph& g, NodeId id, int depth = 0) {
+  const Node& n = g.node(id);
+  if (n.op == OpKind::Iota || n.op == OpKind::Constant) return true;
+  const bool cheap = n.op == OpKind::Cast || n.op == OpKind::Add || n.op == OpKind::Mul || n.op == OpKind::Mod || n.op == OpKind::LessThan;
+  if (!cheap || depth >= kIndexValueDepth || n.inputs.empty()) return false;
+  return std::all_of(n.inputs.begin(), n.inputs.end(),
+                     [&](const Edge& e) { return e.view.flat_index().valid.is_const(1) && index_value(g, e.src, depth + 1); });
+}
+
+// The dims an index value's expressions name (its nodes' and their views').
+void index_value_dims(const Graph& g, NodeId id, std::set<std::string>& dims) {
+  const Node& n = g.node(id);
+  for (const std::string& d : node_dims(n)) dims.insert(d);
+  for (const Edge& e : n.inputs) index_value_dims(g, e.src, dims);
+}
+
 // The values a member evaluates for one token: its outputs, a reduction's inputs, a softmax's
 // three passes.
 int64_t work_of(const Node& n) {
@@ -198,11 +219,41 @@ class GroupWriter {
       if (!ix.valid.is_const(1)) s << "      if (!" << c(ix.valid) << ") return " << value_lit(v.pad_value(), t) << ";\n";
       if (auto m = member_.find(src); m != member_.end())
         s << "      return lm_s" << m->second << "[" << c(ix.index) << "];\n    };\n";
-      else
+      else if (leaf_.count(src))
         s << "      return " << load(t, "((const " + std::string(storage_type(t)) + "*)lm_l" + std::to_string(leaf_.at(src)) + ")[" + c(ix.index) + "]")
           << ";\n    };\n";
+      else  // an index value (index_value): no buffer
+        s << "      return lm_iv" << src << "(" << c(ix.index) << ");\n    };\n";
     }
     return s.str();
+  }
+
+  // lm_iv<id>(flat index): index value `id` computed (index_value), after the lambdas of its
+  // inputs; `done`: the ones already written in this scope. False where the emitter has no form
+  // for an op.
+  bool index_value_lambdas(NodeId id, std::set<NodeId>& done, std::ostream& s) const {
+    if (!done.insert(id).second) return true;
+    const Node& n = g_.node(id);
+    for (const Edge& e : n.inputs)
+      if (!index_value_lambdas(e.src, done, s)) return false;
+    s << "    auto lm_iv" << id << " = [&](long long lm_q) -> " << value_type(n.dtype) << " {\n";
+    if (n.op == OpKind::Iota) {
+      s << "      return (int32_t)(" << n.iota_expr.to_c("lm_q") << ");\n";
+    } else if (n.op == OpKind::Constant) {
+      s << "      return " << float_lit(n.constant) << ";\n";
+    } else {
+      std::vector<DType> dt;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        dt.push_back(g_.node(n.inputs[i].src).dtype);
+        s << "      const " << value_type(dt.back()) << " x" << i << " = lm_iv" << n.inputs[i].src << "(" << c(n.inputs[i].view.flat_index().index)
+          << ");\n";
+      }
+      const FusedProgram p = single(n.op, n.dtype, dt[0], static_cast<int>(n.inputs.size()));
+      if (!emit_program(s, p, [](int k) { return "x" + std::to_string(k); }, dt, "v", "      ")) return false;
+      s << "      return v0;\n";
+    }
+    s << "    };\n";
+    return true;
   }
 
   // Stores value `v` (of dtype `from`) of member j at flat index `at`: to shared memory and to
@@ -322,6 +373,9 @@ class GroupWriter {
     std::vector<DType> in_dt;
     for (const Edge& e : n.inputs) in_dt.push_back(g_.node(e.src).dtype);
     std::ostringstream s;
+    std::set<NodeId> done;
+    for (const Edge& e : n.inputs)
+      if (!member_.count(e.src) && !leaf_.count(e.src) && !index_value_lambdas(e.src, done, s)) return std::nullopt;
     s << loaders(n);
     auto inputs_at = [&](int count, const std::string& at, const std::string& indent) {
       std::string out;
@@ -456,7 +510,12 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
         reads = l->reads();
         if (l->norm) dims.insert(l->norm->dims.begin(), l->norm->dims.end());
       } else {
-        for (const Edge& e : plan.node(id).inputs) reads.push_back(e.src);
+        for (const Edge& e : plan.node(id).inputs) {
+          if (!members.count(e.src) && options.index_values_in_groups && index_value(plan, e.src))
+            index_value_dims(plan, e.src, dims);  // computed where read, not a leaf
+          else
+            reads.push_back(e.src);
+        }
       }
       for (NodeId src : reads)
         if (!members.count(src) && std::find(grp.leaves.begin(), grp.leaves.end(), src) == grp.leaves.end()) {
@@ -485,6 +544,10 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       }
       blocks = std::min(rows, want);
     }
+    const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
+    const bool wide = options.wide_small_groups && !linear && !split.empty() &&
+                      std::all_of(split.begin(), split.end(), [&](size_t j) { return work_of(plan.node(nodes[j])) <= kWideGroupMaxWork; });
+    if (wide) blocks = 1;
     if (blocks == 1) split.clear();
     const std::optional<std::string> body = GroupWriter(plan, grp, split).body();
     if (!body) continue;
@@ -504,14 +567,15 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
     // more blocks and issues a warp's weight loads a few at a time between the products (a
     // trip to memory each), where they should all be in flight at once.
-    const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
-    const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
+    const std::string bounds =
+        wide ? "__launch_bounds__(" + std::to_string(kRowMaxThreads) + ", 1) " : "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);
       functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
     }
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
+    if (wide) grp.launch.row_length = Expr(int64_t{4} * kRowMaxThreads);  // launch_shape: kRowMaxThreads threads
     grp.counter = blocks > 1;
     out.push_back(std::move(grp));
   }
