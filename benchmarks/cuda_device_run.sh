@@ -60,8 +60,11 @@ spec() {  # sets NAME (the architecture), L (layers or empty) and ARCH (the mode
     # MoE only alone (session 30: made beside the 8B and an 8-layer MoE, it failed to write).
     if [ -n "${DROP_MODELS:-}" ] && [ -n "$PREV" ]; then while [ -e "$MODELS/$PREV" ]; do sleep 1; done; fi
     PREV=$ARCH
-    # A model another call is already making (or made) there is waited for, not made again.
-    [ -e "$MODELS/$ARCH" ] && continue
+    # A model an earlier call made there (its .made beside it) is used, not made again. A folder
+    # without .made is what a maker killed at the end of an earlier call leaves (the device tool
+    # ends a call's background processes; session 45 lost a call waiting on one): made anew.
+    [ -e "$MODELS/$ARCH.made" ] && continue
+    rm -rf "${MODELS:?}/$ARCH" "$MODELS/$ARCH.failed"
     # .made either way, so the benchmark loop stops waiting; a failed or killed maker (session
     # 27: the 61 GB MoE beside two other models in /dev/shm) leaves .failed too.
     python3 scripts/make_random_model.py --arch "$NAME" --out "$MODELS/$ARCH" --no-gguf --init-device cuda ${L:+--layers $L} \
@@ -98,7 +101,7 @@ while [ ! -e "$MODELS/$ARCH.made" ]; do sleep 1; done
 tail -n 2 "$OUT/make_$ARCH.txt"
 if [ -e "$MODELS/$ARCH.failed" ]; then
   echo "making $ARCH failed (see make_$ARCH.txt): its runs are skipped"
-  if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH"; fi
+  if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH" "$MODELS/$ARCH.made"; fi
   continue
 fi
 echo "== luminal --backend cuda [${SECONDS}s]"
@@ -204,7 +207,7 @@ EOF
 fi
 # DROP_MODELS=1: each model is deleted after its runs (/dev/shm holds the 61 GB MoE only once
 # the smaller models are gone, and the process loading it needs the rest of the memory).
-if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH"; fi
+if [ -n "${DROP_MODELS:-}" ]; then rm -rf "${MODELS:?}/$ARCH" "$MODELS/$ARCH.made"; fi
 done
 echo "== summary [${SECONDS}s]"
 python3 benchmarks/cuda_bench_summary.py "$OUT"
