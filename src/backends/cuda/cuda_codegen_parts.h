@@ -180,6 +180,10 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
 //   lm_ar and stores at lm_rl. Up to 4096 rows a batch; past that the units run over every row,
 //   and a unit whose rows' scales are all zero reads no k.
 std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale);
+// Whether the listing keeps each batch's first scale in shared memory (lm_scl), where a
+// one-row unit (decode) reads it: loaded again, its value bounded the unit's k loop, so the
+// weights' loads waited a trip to L2 (SASS, session 45). LUMINAL_CUDA_LISTED_SCALES=0: loaded.
+bool listed_scales();
 std::string scaled_batches_epilogue(const std::string& width, const std::string& zero_store);
 std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const LinearVariant& v, bool bf16,
                              const std::string& kloop, const std::string& stores,

@@ -168,7 +168,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   if (scale)
     s << "      bool lm_any = false;\n"
       << "      for (int lm_i = 0; lm_i < " << R << "; ++lm_i) {\n"
-      << "        lm_sc[lm_i] = lm_i < lm_rows ? ((const float*)lm_in2)[lm_so + (lm_g * " << R << " + lm_i) * " << c(scale->strides[r - 2]) << "] : 0.0f;\n"
+      << "        lm_sc[lm_i] = lm_i >= lm_rows ? 0.0f : " << (listed_scales() ? "lm_compact && lm_m == 1 ? lm_scl[lm_b] : " : "")
+      << "((const float*)lm_in2)[lm_so + (lm_g * " << R << " + lm_i) * " << c(scale->strides[r - 2]) << "];\n"
       << "        lm_any = lm_any || lm_sc[lm_i] != 0.0f;\n      }\n"
       << "      if (!lm_any) lm_ke = 0;\n";
   // A column past n reads the tile's first row again (its sums are not stored).

@@ -24,12 +24,18 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
   return s.str();
 }
 
+bool listed_scales() {
+  static const bool on = env_switch_on("LUMINAL_CUDA_LISTED_SCALES");
+  return on;
+}
+
 std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) {
   const size_t r = a->shape.size();
   std::ostringstream s;
   s << "  __shared__ int lm_act[" << kMaxListedBatches << "];\n"
     << "  __shared__ unsigned lm_on_bits[" << kMaxListedBatches / 32 << "];\n"
     << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
+    << (listed_scales() ? "  __shared__ float lm_scl[" + std::to_string(kMaxListedBatches) + "];\n" : std::string())
     << "  const long long lm_batches = lm_count / (lm_m * lm_n);\n"
     << "  const bool lm_compact = lm_batches <= " << kMaxListedBatches << " && lm_batches * lm_m <= " << kMaxListedBatchRows << ";\n"
     << "  if (lm_compact) {\n"
@@ -43,9 +49,16 @@ std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) 
   for (size_t d = r - 2; d-- > 0;)
     s << "        { const long long lm_c = lm_rem % " << c(a->shape[d]) << "; lm_rem /= " << c(a->shape[d]) << "; lm_so += lm_c * "
       << c(scale->strides[d]) << "; }\n";
-  s << "        for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
-    << c(scale->strides[r - 2]) << "] != 0.0f;\n"
-    << "      }\n"
+  if (listed_scales())  // the first row's scale kept for one-row units (listed_scales)
+    s << "        const float lm_s0 = ((const float*)lm_in2)[lm_so];\n"
+      << "        lm_scl[lm_cb] = lm_s0;\n"
+      << "        lm_on = lm_s0 != 0.0f;\n"
+      << "        for (long long lm_i = 1; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
+      << c(scale->strides[r - 2]) << "] != 0.0f;\n";
+  else
+    s << "        for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
+      << c(scale->strides[r - 2]) << "] != 0.0f;\n";
+  s << "      }\n"
     << append_listed("      ", "lm_cb", "lm_batches", "lm_on_bits", "lm_act", "lm_nact")
     << "    }\n"
     << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
