@@ -41,7 +41,11 @@ def pattern(body: str) -> str:
         if op.startswith(("BRA", "BAR", "EXIT", "RET", "CALL", "WARPSYNC")):
             out.append("|")
             continue
-        sources = regs[1:] if regs else []  # the first register is the destination
+        # The first operand is the destination where it is a register; a predicate (ISETP, FSETP)
+        # or an address (stores) is not, and then every register read is a source (session 45:
+        # `FSETP.NEU.OR P2, PT, R104, RZ, P0` waited on a scale's load unseen).
+        first = text.split(None, 2 if words[0].startswith("@") else 1)[-1].split(",")[0].strip()
+        sources = regs[1:] if re.fullmatch(r"R\d+", first) else regs
         if any(r in pending for r in sources):
             out.append("w")
             pending.clear()
