@@ -140,16 +140,24 @@ class KernelWriter {
     return name;
   }
 
-  std::string out_store(const std::string& at, const std::string& value, DType from) const {
+  // With a scatter store, the destination index of element `at`, as a load (else empty): a
+  // kernel may load it early, with its inputs, and give it to out_store.
+  std::string scatter_index(const std::string& at) const {
+    if (!scatter_) return "";
+    const DType it = g_.node(g_.node(*scatter_).inputs[1].src).dtype;
+    return "(long long)((const " + std::string(storage_type(it)) + "*)lm_sidx)[" + at + "]";
+  }
+
+  // `index`: element `at`'s scatter index already loaded (scatter_index), else loaded here.
+  std::string out_store(const std::string& at, const std::string& value, DType from, const std::string& index = "") const {
     if (words_)
       return "{ const float lm_wv = " + convert(value, from, DType::F32) + "; const uint16_t lm_wh = lm_f32_bf16(lm_wv); ((uint16_t*)lm_out)[" + at +
              "] = lm_wh; if (lm_out1) ((uint16_t*)lm_out1)[" + at + "] = lm_f32_bf16(lm_wv - lm_bf16_f32(lm_wh)); }\n";
     const std::string plain = "((" + std::string(storage_type(n_.dtype)) + "*)lm_out)[" + at + "] = " + store(n_.dtype, convert(value, from, n_.dtype)) + ";";
     if (!scatter_) return plain + "\n";
     const Node& sc = g_.node(*scatter_);
-    const DType it = g_.node(sc.inputs[1].src).dtype;
-    return "{ if (lm_sdst) { const long long lm_sk = (long long)((const " + std::string(storage_type(it)) + "*)lm_sidx)[" + at +
-           "]; if (lm_sk >= 0 && lm_sk < " + c(product_of(sc.shape, 0, sc.shape.size())) + ") ((" + storage_type(sc.dtype) + "*)lm_sdst)[lm_sk] = " +
+    return "{ if (lm_sdst) { const long long lm_sk = " + (index.empty() ? scatter_index(at) : index) + "; if (lm_sk >= 0 && lm_sk < " +
+           c(product_of(sc.shape, 0, sc.shape.size())) + ") ((" + storage_type(sc.dtype) + "*)lm_sdst)[lm_sk] = " +
            store(sc.dtype, convert(value, from, sc.dtype)) + "; } else " + plain + " }\n";
   }
 
@@ -1065,6 +1073,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     // normed values (x * scale) * w, recomputed where it reads the other half's partner (they
     // are two loads from L1, where a shared row would need a barrier and a size limit).
     std::ostringstream s;
+    const bool scatter = r.scatter_node.has_value();
     const char* loop = "  #pragma unroll 4\n  for (long long lm_k = threadIdx.x; lm_k < lm_len; lm_k += blockDim.x) {\n";
     s << row_opening(w.in_shape(0), n.axis) << "  const float lm_inv_n = 1.0f / (float)lm_len;\n"
       // Rows of at most four elements a thread (a decode's heads: 128 values, 32 threads): every
@@ -1074,6 +1083,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
       << "    const long long lm_half = lm_len / 2;\n"
       << "    float lm_xs[4], lm_gs[4], lm_ps[4], lm_pg[4], lm_cs[4], lm_sn[4], lm_ss = 0.0f;\n"
+      << (scatter ? "    long long lm_sks[4];\n" : "")
       << "    #pragma unroll\n"
       << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
       << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
@@ -1085,6 +1095,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "      lm_pg[lm_u] = lm_in ? (float)lm_ld1(lm_at(lm_p)) : 0.0f;\n"
       << "      lm_cs[lm_u] = lm_in ? (float)lm_ld2(lm_at(lm_k)) : 0.0f;\n"
       << "      lm_sn[lm_u] = lm_in ? (float)lm_ld3(lm_at(lm_k)) : 0.0f;\n"
+      // A key cache's row position too, where the kernel stores into the cache: loaded at the
+      // store, it was one more trip to L2 after the sum, at the kernel's end.
+      << (scatter ? "      lm_sks[lm_u] = lm_sdst && lm_in ? " + w.scatter_index("lm_at(lm_k)") + " : -1;\n" : std::string())
       << "    }\n"
       << rms_scale_of_registers(n.constant)
       << "    #pragma unroll\n"
@@ -1094,7 +1107,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << "      const float lm_pn = (lm_ps[lm_u] * lm_scale) * lm_pg[lm_u];\n"
       << "      const float lm_rot = lm_k < lm_len - lm_half ? -lm_pn : lm_pn;\n"
       << "      const float lm_a = ((lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]) * lm_cs[lm_u], lm_b = lm_rot * lm_sn[lm_u];\n      "
-      << w.out_store("lm_at(lm_k)", "lm_a + lm_b", DType::F32) << "    }\n    return;\n  }\n"
+      << w.out_store("lm_at(lm_k)", "lm_a + lm_b", DType::F32, scatter ? "lm_sks[lm_u]" : "") << "    }\n    return;\n  }\n"
       << rms_scale(loop, "(float)lm_ld0(lm_at(lm_k))", n.constant)
       << "  auto lm_xn = [&](long long lm_k) { return ((float)lm_ld0(lm_at(lm_k)) * lm_scale) * (float)lm_ld1(lm_at(lm_k)); };\n"
       << "  const long long lm_half = lm_len / 2;\n"
