@@ -284,14 +284,15 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):
 // one that is not runs on the generic kernel, orders of magnitude slower (docs/lessons.md).
 // A fixture decoder's plan with bf16 weights, as the CLI compiles it.
-Graph bf16_decoder_plan(const std::string& name) {
+Graph bf16_decoder_plan(const ModelConfig& config) {
   Graph g;
   DecoderGraphOptions o;
   o.context = 32;
   o.weight_dtype = DType::BF16;
-  build_decoder(g, fixture_config(name), o);
+  build_decoder(g, config, o);
   return compile(g, CompileOptions{}).plan;
 }
+Graph bf16_decoder_plan(const std::string& name) { return bf16_decoder_plan(fixture_config(name)); }
 
 // How many of a plan's Matmul nodes there are, and how many are linear layers for the fast paths.
 std::pair<int, int> matmuls_and_linear(const Graph& plan, const PlanKernels& k) {
@@ -1047,12 +1048,19 @@ TEST(CudaCodegen, JoinedFunctionsOfADecodersSmallKernelsCompile) {
 
 // Decode steps of fixture decoders with joined launches on and off, and with the key cache
 // writes stored by the rotaries or not, give the same logits, bit for bit (the kernels are the
-// same, launched together or storing elsewhere), launched, recorded and replayed.
+// same, launched together or storing elsewhere), launched, recorded and replayed. The third
+// decoder has qwen3-tiny's shape with heads of 128 values, a real model's, where the ways agree
+// within rounding (see below).
 TEST(CudaBackend, JoinedLaunchesChangeNoValue) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  for (const char* name : {"llama-tiny", "qwen3-moe-tiny"}) {
-    Graph plan = bf16_decoder_plan(name);
-    const int64_t vocab = fixture_config(name).vocab;
+  ModelConfig wide_heads = fixture_config("qwen3-tiny");
+  wide_heads.head_dim = 128;
+  for (LayerConfig& l : wide_heads.layer) l.head_dim = 128;
+  for (const auto& [name, config] : {std::pair<std::string, ModelConfig>{"llama-tiny", fixture_config("llama-tiny")},
+                                     {"qwen3-moe-tiny", fixture_config("qwen3-moe-tiny")}, {"qwen3-tiny, 128-value heads", wide_heads}}) {
+    Graph plan = bf16_decoder_plan(config);
+    const int64_t vocab = config.vocab;
+    const bool wide = config.head_dim > 32;
     std::map<std::string, Buffer> weights;
     uint32_t seed = 300;
     for (size_t id = 0; id < plan.size(); ++id) {
@@ -1091,8 +1099,16 @@ TEST(CudaBackend, JoinedLaunchesChangeNoValue) {
       }
       for (int other : {1, 2, 3}) {
         ASSERT_EQ(logits[0].numel(), logits[other].numel());
+        // A joined launch runs with its largest member's block: a 128-value row's norm then sums
+        // its squares over 256 threads where alone it took 32 (four values a thread), another
+        // order, and the joins differ between the ways. So with wide heads the ways agree
+        // within rounding, not bit for bit (a misplaced cache row moves logits far more).
+        const bool exact = !wide;
         for (size_t i = 0; i < logits[0].numel(); ++i)
-          ASSERT_EQ(logits[0].get(i), logits[other].get(i)) << name << " against " << other << " past " << past << " seq " << seq << " logit " << i;
+          if (exact)
+            ASSERT_EQ(logits[0].get(i), logits[other].get(i)) << name << " against " << other << " past " << past << " seq " << seq << " logit " << i;
+          else
+            ASSERT_NEAR(logits[0].get(i), logits[other].get(i), 1e-5) << name << " against " << other << " past " << past << " seq " << seq << " logit " << i;
       }
       past += seq;
     }

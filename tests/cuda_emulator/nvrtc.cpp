@@ -98,7 +98,12 @@ nvrtcResult nvrtcCompileProgram(Program* p, int, const char* const*) {
     for (const char* f : {LM_EMU_SOURCE_DIR "/kernel_compat.h", LM_EMU_SOURCE_DIR "/emulator.h"}) h << std::ifstream(f).rdbuf();
     return h.str();
   }();
-  const std::string dir = cache_dir(), base = dir + "/" + std::to_string(fnv1a(headers + text));
+  // -O1 and no strict aliasing: kernels reinterpret pointers freely; -march=native for fmaf. No
+  // contraction of a * b + c into fma: the backend gives NVRTC --fmad=false, and g++'s default
+  // contracts, differently where a kernel is inlined into a joined launch (last bits differed).
+  static const std::string flags = " -std=c++17 -O1 -fno-strict-aliasing -ffp-contract=off -march=native -fPIC -shared -w";
+  // The key covers the flags as well as the headers and the text.
+  const std::string dir = cache_dir(), base = dir + "/" + std::to_string(fnv1a(flags + headers + text));
   const std::string so = base + ".so";
   if (access(so.c_str(), R_OK) != 0) {
     // Unique to this call: the executor compiles modules on several threads, and two may be alike.
@@ -106,8 +111,7 @@ nvrtcResult nvrtcCompileProgram(Program* p, int, const char* const*) {
     const std::string cpp = base + "." + std::to_string(getpid()) + "." + std::to_string(calls++) + ".cpp", tmp = cpp + ".so", log = cpp + ".log";
     std::ofstream(cpp) << text;
     const char* cxx = std::getenv("CXX");
-    // -O1 and no strict aliasing: kernels reinterpret pointers freely; -march=native for fmaf.
-    const std::string cmd = std::string(cxx ? cxx : "g++") + " -std=c++17 -O1 -fno-strict-aliasing -march=native -fPIC -shared -w -x c++ -include " +
+    const std::string cmd = std::string(cxx ? cxx : "g++") + flags + " -x c++ -include " +
                             LM_EMU_SOURCE_DIR "/kernel_compat.h -I" LM_EMU_SOURCE_DIR " " + cpp + " -x none " + self_path() + " -o " + tmp +
                             " > " + log + " 2>&1";
     const int rc = std::system(cmd.c_str());
