@@ -31,6 +31,18 @@ void* kernel(const std::string& source, const std::string& name) {
   return modules.back()->function(name);
 }
 
+// One block of `threads` running f(int* out) over `count` ints, and their values after it.
+std::vector<int> run_block(void* f, unsigned threads, size_t count) {
+  Context& ctx = Context::get();
+  const DevicePtr out = ctx.alloc(count * sizeof(int));
+  void* args[] = {const_cast<DevicePtr*>(&out)};
+  ctx.launch(f, 1, 1, 1, threads, 0, args);
+  std::vector<int> got(count);
+  ctx.download(got.data(), out, count * sizeof(int));
+  ctx.free(out);
+  return got;
+}
+
 TEST(CudaEmulator, WarpCollectivesGiveEachLaneTheLaneCudaSays) {
   ASSERT_TRUE(kEmulated);
   ASSERT_EQ(unavailable_reason(), "");
@@ -47,12 +59,7 @@ extern "C" __global__ void lanes(int* out) {
 }
 )",
                      "lanes");
-  Context& ctx = Context::get();
-  const DevicePtr out = ctx.alloc(320 * sizeof(int));
-  void* args[] = {const_cast<DevicePtr*>(&out)};
-  ctx.launch(f, 1, 1, 1, 64, 0, args);
-  std::vector<int> got(320);
-  ctx.download(got.data(), out, got.size() * sizeof(int));
+  const std::vector<int> got = run_block(f, 64, 320);
   unsigned thirds = 0;
   for (int l = 0; l < 32; l += 3) thirds |= 1u << l;
   for (int t = 0; t < 64; ++t) {
@@ -63,7 +70,6 @@ extern "C" __global__ void lanes(int* out) {
     EXPECT_EQ(got[192 + t], lane % 8 + 4 < 8 ? t + 4 : t) << t;  // past the segment: its own
     EXPECT_EQ(got[256 + t], (warp + 1 + warp + 32) * 16) << t;     // the warp's sum of t + 1
   }
-  ctx.free(out);
 }
 
 // The prelude's conversions, which are PTX on the GPU and the emulator's own code here: f32 to
@@ -129,11 +135,7 @@ extern "C" __global__ void stuck(int* out) {
 }
 )",
                          "stuck");
-        Context& ctx = Context::get();
-        const DevicePtr out = ctx.alloc(32 * sizeof(int));
-        void* args[] = {const_cast<DevicePtr*>(&out)};
-        ctx.launch(f, 1, 1, 1, 32, 0, args);
-        ctx.synchronize();
+        run_block(f, 32, 32);
       },
       "deadlock.*kernel stuck");
 }

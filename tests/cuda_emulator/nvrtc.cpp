@@ -99,8 +99,8 @@ nvrtcResult nvrtcCompileProgram(Program* p, int, const char* const*) {
     return h.str();
   }();
   // -O1 and no strict aliasing: kernels reinterpret pointers freely; -march=native for fmaf. No
-  // contraction of a * b + c into fma: the backend gives NVRTC --fmad=false, and g++'s default
-  // contracts, differently where a kernel is inlined into a joined launch (last bits differed).
+  // contraction of a * b + c into fma, as the backend's NVRTC runs with --fmad=false (g++'s
+  // default contracts).
   static const std::string flags = " -std=c++17 -O1 -fno-strict-aliasing -ffp-contract=off -march=native -fPIC -shared -w";
   // The key covers the flags as well as the headers and the text.
   const std::string dir = cache_dir(), base = dir + "/" + std::to_string(fnv1a(flags + headers + text));

@@ -52,13 +52,10 @@ std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) 
   if (listed_scales())  // the first row's scale kept for one-row units (listed_scales)
     s << "        const float lm_s0 = ((const float*)lm_in2)[lm_so];\n"
       << "        lm_scl[lm_cb] = lm_s0;\n"
-      << "        lm_on = lm_s0 != 0.0f;\n"
-      << "        for (long long lm_i = 1; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
-      << c(scale->strides[r - 2]) << "] != 0.0f;\n";
-  else
-    s << "        for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
-      << c(scale->strides[r - 2]) << "] != 0.0f;\n";
-  s << "      }\n"
+      << "        lm_on = lm_s0 != 0.0f;\n";
+  s << "        for (long long lm_i = " << (listed_scales() ? 1 : 0) << "; lm_i < lm_m && !lm_on; ++lm_i) lm_on = ((const float*)lm_in2)[lm_so + lm_i * "
+    << c(scale->strides[r - 2]) << "] != 0.0f;\n"
+    << "      }\n"
     << append_listed("      ", "lm_cb", "lm_batches", "lm_on_bits", "lm_act", "lm_nact")
     << "    }\n"
     << "    lm_units = (long long)lm_nact * lm_groups * lm_tiles;\n"
