@@ -229,11 +229,28 @@ std::string rms_scale(const char* loop, const std::string& x, double eps) {
          "  const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
 }
 
+// The opening of a row kernel's path for rows of at most four values a thread: the threads
+// that hold the row (lm_nt; value lm_u of thread t is element t + lm_u * lm_nt). A row of up to
+// 128 values (a decode head) takes one warp whatever the block: a joined launch runs with its
+// largest member's block (256 threads), where the row's sum would otherwise cross 8 warps
+// through shared memory and two barriers; alone, such a row's block is one warp anyway, so both
+// sum in the same order. The other warps leave. LUMINAL_CUDA_WARP_ROWS=0: the block's threads
+// (before session 46).
+std::string four_values_opening() {
+  static const bool warp_rows = env_switch_on("LUMINAL_CUDA_WARP_ROWS");
+  return std::string("  if (lm_len <= 4 * (long long)blockDim.x) {\n") +
+         (warp_rows ? "    const int lm_nt = lm_len <= 128 ? 32 : (int)blockDim.x;\n" : "    const int lm_nt = (int)blockDim.x;\n") +
+         "    if ((int)threadIdx.x >= lm_nt) return;\n";
+}
+
 // The same for a row held in registers, four values a thread in lm_xs (zeros past the row),
-// into lm_ss (declared zero before) and lm_scale.
+// into lm_ss (declared zero before) and lm_scale; after four_values_opening.
 std::string rms_scale_of_registers(double eps) {
   return "    #pragma unroll\n    for (int lm_u = 0; lm_u < 4; ++lm_u) lm_ss += lm_xs[lm_u] * lm_xs[lm_u];\n"
-         "    lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
+         "    if (lm_nt == 32)\n"
+         "      for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_ss += __shfl_xor_sync(0xffffffffu, lm_ss, lm_o);\n"
+         "    else\n"
+         "      lm_ss = lm_block_reduce(lm_ss, [](float a, float b) { return a + b; });\n"
          "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
 }
 
@@ -1080,13 +1097,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // value the row needs (x, its partner, both gains, cos and sin) is loaded before the sum,
       // all in flight at once, so nothing waits on a second round of loads after it. The same
       // sums and products as the loops below, in the same order.
-      << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
-      << "    const long long lm_half = lm_len / 2;\n"
+      << four_values_opening() << "    const long long lm_half = lm_len / 2;\n"
       << "    float lm_xs[4], lm_gs[4], lm_ps[4], lm_pg[4], lm_cs[4], lm_sn[4], lm_ss = 0.0f;\n"
       << (scatter ? "    long long lm_sks[4];\n" : "")
       << "    #pragma unroll\n"
       << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-      << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+      << "      const long long lm_k = threadIdx.x + lm_u * (long long)lm_nt;\n"
       << "      const bool lm_in = lm_k < lm_len;\n"
       << "      const long long lm_p = lm_k < lm_len - lm_half ? lm_k + lm_half : lm_k - (lm_len - lm_half);\n"
       << "      lm_xs[lm_u] = lm_in ? (float)lm_ld0(lm_at(lm_k)) : 0.0f;\n"
@@ -1102,7 +1118,7 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       << rms_scale_of_registers(n.constant)
       << "    #pragma unroll\n"
       << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-      << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+      << "      const long long lm_k = threadIdx.x + lm_u * (long long)lm_nt;\n"
       << "      if (lm_k >= lm_len) continue;\n"
       << "      const float lm_pn = (lm_ps[lm_u] * lm_scale) * lm_pg[lm_u];\n"
       << "      const float lm_rot = lm_k < lm_len - lm_half ? -lm_pn : lm_pn;\n"
@@ -1144,18 +1160,17 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
           // the gain are loaded together and kept in registers, so the store waits on no second
           // load. The same sums and products as the loops below, in the same order.
           const bool gain = k == "RMSNormMul";
-          s << "  if (lm_len <= 4 * (long long)blockDim.x) {\n"
-            << "    float lm_xs[4], lm_gs[4], lm_ss = 0.0f;\n"
+          s << four_values_opening() << "    float lm_xs[4], lm_gs[4], lm_ss = 0.0f;\n"
             << "    #pragma unroll\n"
             << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-            << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+            << "      const long long lm_k = threadIdx.x + lm_u * (long long)lm_nt;\n"
             << "      lm_xs[lm_u] = lm_k < lm_len ? lm_x(lm_k) : 0.0f;\n"
             << "      lm_gs[lm_u] = " << (gain ? "lm_k < lm_len ? (float)lm_ld1(lm_at(lm_k)) : 0.0f" : "1.0f") << ";\n"
             << "    }\n"
             << rms_scale_of_registers(n.constant)
             << "    #pragma unroll\n"
             << "    for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
-            << "      const long long lm_k = threadIdx.x + lm_u * (long long)blockDim.x;\n"
+            << "      const long long lm_k = threadIdx.x + lm_u * (long long)lm_nt;\n"
             << "      if (lm_k < lm_len) " << w.out_store("lm_at(lm_k)", gain ? "(lm_xs[lm_u] * lm_scale) * lm_gs[lm_u]" : "lm_xs[lm_u] * lm_scale", DType::F32)
             << "    }\n    return;\n  }\n";
         }
