@@ -162,29 +162,6 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
 
-// With CodegenOptions::wide_small_groups, the 128 experts' ranks run in one block of
-// kRowMaxThreads threads: no counter, no values read back. A router in the group keeps the
-// shared-out form (its rows need the blocks).
-TEST(CudaCodegen, WideSmallGroupsRunAsOneBlock) {
-  for (bool router : {false, true}) {
-    const Graph plan = compiled(routing(128, 8));
-    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router, .wide_small_groups = true});
-    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
-    const SmallGroup& grp = k.small_groups[0];
-    EXPECT_EQ(grp.counter, router);
-    EXPECT_EQ(grp.launch.work.as_const().value_or(0), router ? 16 : 1);
-    EXPECT_EQ(grp.launch.row_length.as_const().value_or(0), router ? 0 : 4 * kRowMaxThreads);
-    const std::string* text = k.functions.find(grp.launch.function);
-    ASSERT_NE(text, nullptr);
-    EXPECT_EQ(text->find("__launch_bounds__(1024, 1)") != std::string::npos, !router);
-    EXPECT_EQ(text->find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, router);
-  }
-  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
-  PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)), CodegenOptions{.wide_small_groups = true});
-  k.drop_alternatives();
-  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
-}
-
 // A router reading an RMS norm folds it in as the normed GEMVs do: the group reads the norm's x
 // and gain, not the norm (whose GEMVs may leave it unmade). The decoder's shape: 2048 values, 128
 // experts.
@@ -231,11 +208,9 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
   for (int64_t experts : {16, 128}) {
     const Graph g = routing(experts, 8);
     const Graph plan = compiled(g);
-    // With the router in the group, without it, no groups; one wide block; the lower-index table
-    // loaded.
-    for (int on : {2, 1, 0, 3, 4}) {
-      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2, .index_values_in_groups = on != 4,
-                                              .wide_small_groups = on == 3});
+    // With the router in the group, without it, no groups; the lower-index table loaded.
+    for (int on : {2, 1, 0, 3}) {
+      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2, .index_values_in_groups = on != 3});
       const std::vector<int64_t> rounds{1, 3, 1};
       for (size_t round = 0; round < rounds.size(); ++round) {
         const int64_t s = rounds[round];

@@ -203,13 +203,7 @@ struct CodegenOptions {
   // routing's tie-break mask) instead of loading them from the buffer of a leaf.
   // CudaOptions::index_values_in_groups.
   bool index_values_in_groups = true;
-  // A group with no linear member whose shared-out work is at most kWideGroupMaxWork runs as
-  // one block of kRowMaxThreads threads: no count of finished blocks, no values read back from
-  // memory, the ranks' comparisons four times as wide as one ordinary block's.
-  // CudaOptions::wide_small_groups.
-  bool wide_small_groups = false;
 };
-constexpr int64_t kWideGroupMaxWork = 65536;
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
 // produce identical functions, named by a hash of their text) and says how to launch them.

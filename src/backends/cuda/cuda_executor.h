@@ -167,12 +167,9 @@ struct CudaOptions {
   // measured on a GPU: written in session 43, when none was lent. Also
   // LUMINAL_CUDA_ROUTER_IN_GROUP=1.
   bool router_in_group = false;
-  // CodegenOptions::index_values_in_groups. Written in session 45 without a GPU to measure it
-  // on. Also LUMINAL_CUDA_GROUP_INDEX_VALUES=0.
+  // CodegenOptions::index_values_in_groups. No measurable change on the H200 (session 46); one
+  // leaf less. Also LUMINAL_CUDA_GROUP_INDEX_VALUES=0.
   bool index_values_in_groups = true;
-  // CodegenOptions::wide_small_groups. Opt-in until measured (session 45). Also
-  // LUMINAL_CUDA_SMALL_GROUP_WIDE=1.
-  bool wide_small_groups = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;

@@ -545,9 +545,6 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       blocks = std::min(rows, want);
     }
     const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
-    const bool wide = options.wide_small_groups && !linear && !split.empty() &&
-                      std::all_of(split.begin(), split.end(), [&](size_t j) { return work_of(plan.node(nodes[j])) <= kWideGroupMaxWork; });
-    if (wide) blocks = 1;
     if (blocks == 1) split.clear();
     const std::optional<std::string> body = GroupWriter(plan, grp, split).body();
     if (!body) continue;
@@ -567,15 +564,13 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
     // more blocks and issues a warp's weight loads a few at a time between the products (a
     // trip to memory each), where they should all be in flight at once.
-    const std::string bounds =
-        wide ? "__launch_bounds__(" + std::to_string(kRowMaxThreads) + ", 1) " : "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
+    const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
       functions.names.push_back(name);
       functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
     }
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
-    if (wide) grp.launch.row_length = Expr(int64_t{4} * kRowMaxThreads);  // launch_shape: kRowMaxThreads threads
     grp.counter = blocks > 1;
     out.push_back(std::move(grp));
   }
