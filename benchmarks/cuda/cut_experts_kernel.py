@@ -9,31 +9,45 @@
 The file is the dump's prelude (its integer typedefs and INT32 limits, written for NVRTC,
 replaced by <cstdint>, which nvcc's headers bring in anyway) and the kernel without the norm folded in (the study's k_router writes
 the normed x), renamed lm_experts.
+
+With --routing first, the routing group after the router instead (the small group with a count
+of finished blocks and four outputs: probabilities, the chosen mask, their sum, the down scales),
+renamed lm_routing: ROUTING_CUBIN=/tmp/routing.cubin /tmp/moe 48 21 /tmp/experts.cubin lm_experts
+runs it in place of the study's top-k before the first generated experts kernel.
 """
 import re
 import sys
 
 
 def main() -> int:
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    routing = bool(args) and args[0] == "--routing"
+    if routing:
+        args = args[1:]
+    if len(args) != 2:
         print(__doc__)
         return 2
-    dump, out = sys.argv[1], sys.argv[2]
+    dump, out = args
     lines = open(f"{dump}/kernels.cu").read().split("\n")
     first = next(i for i, l in enumerate(lines) if "__global__" in l)
     prelude = ["#include <cstdint>"] + [l for l in lines[:first] if not re.match(r"(typedef .* u?int\d+_t;|#define INT32_M(AX|IN) )", l)]
     # The experts-in-one kernel's parameters: gate/up (lm_gb) and down (lm_db) weights; the
     # plain form has no norm gain (lm_gain).
-    starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_gb" in l and "lm_db" in l and "lm_gain" not in l]
+    if routing:
+        starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_SmallGroup_" in l and "lm_o3" in l and "lm_cnt" in l]
+    else:
+        starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_gb" in l and "lm_db" in l and "lm_gain" not in l]
     if not starts:
-        print(f"no experts-in-one kernel in {dump}/kernels.cu (an MoE config, and the form not refused by its shapes?)")
+        what = "routing group" if routing else "experts-in-one kernel"
+        print(f"no {what} in {dump}/kernels.cu (an MoE config, and the form not refused by its shapes?)")
         return 1
     start = starts[0]
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith('extern "C"')), len(lines))
     name = re.search(r"(lm_\w+?)\(", lines[start]).group(1)
-    kernel = "\n".join(lines[start:end]).replace(name, "lm_experts")
+    renamed = "lm_routing" if routing else "lm_experts"
+    kernel = "\n".join(lines[start:end]).replace(name, renamed)
     open(out, "w").write("\n".join(prelude) + "\n" + kernel + "\n")
-    print(f"{name} -> lm_experts in {out}")
+    print(f"{name} -> {renamed} in {out}")
     return 0
 
 

@@ -2,8 +2,8 @@
 # The folder a device call carries (`carry ["build-carry"]`): the device image has no GoogleTest,
 # nlohmann-json or PCRE2 headers, so luminal and the GPU test binaries are built here, stripped,
 # with libpcre2 beside them (cuda_device_run.sh puts $BIN/lib on LD_LIBRARY_PATH). Also the
-# compiler's experts-in-one kernel of a one-layer Qwen3-30B-A3B as a cubin, for
-# studies_device_run.sh (EXPERTS_CUBIN=build-carry/experts.cubin). Well under the tool's 64 MiB.
+# compiler's experts-in-one kernel and routing group of a one-layer Qwen3-30B-A3B as cubins, for
+# studies_device_run.sh (EXPERTS_CUBIN=build-carry/experts.cubin ROUTING_CUBIN=build-carry/routing.cubin). Well under the tool's 64 MiB.
 #   bash benchmarks/cuda/make_carry.sh [BUILD=build] [OUT=build-carry]     (about a minute)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,4 +23,6 @@ python3 scripts/make_random_model.py --arch qwen3-30b-a3b --out "$work/config" -
 "$BUILD/benchmarks/cuda_dump_kernels" "$work/config/config.json" "$work/dump" > "$work/dump.log" 2>&1 || { cat "$work/dump.log"; exit 1; }
 python3 benchmarks/cuda/cut_experts_kernel.py "$work/dump" "$work/experts.cu"
 "$NVCC" -cubin -arch=sm_90 -O3 -std=c++17 "$work/experts.cu" -o "$OUT/experts.cubin"
+python3 benchmarks/cuda/cut_experts_kernel.py --routing "$work/dump" "$work/routing.cu"
+"$NVCC" -cubin -arch=sm_90 -O3 -std=c++17 "$work/routing.cu" -o "$OUT/routing.cubin"
 du -sh "$OUT"

@@ -6,6 +6,9 @@
 // after the router and top-k kernels, as way 3 runs the study's own (benchmarks/cuda/
 // cut_experts_kernel.py's header gives the commands that make the cubin); where the cubin has an
 // `lm_trace` array (stamps added by hand, as lm_stamp in way 3's kernel), its stamps are printed.
+// ROUTING_CUBIN=path adds one more way: the compiler's routing group (lm_routing, cut by
+// cut_experts_kernel.py --routing) in place of the study's top-k before the first generated
+// experts kernel, so the two routings compare in the same chain (session 46).
 // Each layer: r = x + Wo a (a dense GEMV standing in for the attention's o projection), then
 // x' = r + sum over the token's 8 experts e of p_e * Wd_e (silu(Wg_e n) * (Wu_e n)), n = rmsnorm(r),
 // the experts and p from softmax(Wr n), its top 8, renormalized.
@@ -402,6 +405,16 @@ int main(int argc, char** argv) {
     cuFuncSetAttribute(g.f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)g.smem);
     generated.push_back(g);
   }
+  Generated routing;  // ROUTING_CUBIN's lm_routing: 16 blocks, as the compiler launches it
+  if (const char* rc = std::getenv("ROUTING_CUBIN"); rc && !generated.empty()) {
+    CUmodule m;
+    routing.name = "lm_routing";
+    routing.smem = 0;
+    if (cuModuleLoad(&m, rc) != CUDA_SUCCESS || cuModuleGetFunction(&routing.f, m, "lm_routing") != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cannot load lm_routing from %s\n", rc);
+      return 1;
+    }
+  }
   std::vector<uint4 *> wo, wr, wgu, wd;
   for (int l = 0; l < layers; ++l) {
     wo.push_back(random_bf16((long long)kH * kA, 10 + l, 0.03f));
@@ -409,9 +422,9 @@ int main(int argc, char** argv) {
     wgu.push_back(random_bf16((long long)kE * 2 * kI * kH, 200 + l, 0.05f));
     wd.push_back(random_bf16((long long)kE * kH * kI, 300 + l, 0.05f));
   }
-  float *x0, *a, *x, *r, *n, *logits, *weights, *h, *gs, *ds;
+  float *x0, *a, *x, *r, *n, *logits, *weights, *h, *gs, *ds, *probs, *psum;
   int* experts;
-  unsigned *sync, *gen_sync;
+  unsigned *sync, *gen_sync, *route_count;
   long long* dims;  // [2][2]: the generated kernel's dims (seq = 1), the second with the trace on
   CK(cudaMalloc(&x0, kH * 4));
   CK(cudaMalloc(&a, kA * 4));
@@ -422,6 +435,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&weights, kTop * 4));
   CK(cudaMalloc(&gs, kE * 4));
   CK(cudaMalloc(&ds, kE * 4));
+  CK(cudaMalloc(&probs, kE * 4));
+  CK(cudaMalloc(&psum, 4));
   CK(cudaMalloc(&h, kTop * kI * 4));
   CK(cudaMalloc(&experts, kTop * 4));
   float* part;  // the column ways' partial rows, [8 * 768 / 16][2048] at most
@@ -430,6 +445,8 @@ int main(int argc, char** argv) {
   CK(cudaMemset(sync, 0, 8));
   CK(cudaMalloc(&gen_sync, 8));
   CK(cudaMemset(gen_sync, 0, 8));
+  CK(cudaMalloc(&route_count, 8));
+  CK(cudaMemset(route_count, 0, 8));  // its last block resets it each launch
   CK(cudaMalloc(&dims, 4 * 8));
   {
     const long long hd[4] = {0, 1, 1, 1};
@@ -481,33 +498,46 @@ int main(int argc, char** argv) {
         launch(st, k_fused<false>, sms, 256, fused_smem, (const float*)r, (const uint4*)wr[l], (const uint4*)wgu[l], (const uint4*)wd[l], logits, h,
                x, sync, traced, (const float*)n, (const int*)experts, (const float*)weights);
       } else {
+        const bool own_routing = way >= kOwn + (int)generated.size();  // ROUTING_CUBIN's way
         launch(st, k_router, kE, 256, 0, (const float*)r, (const uint4*)wr[l], logits, n);
-        launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights, gs, ds);
+        if (own_routing) {
+          // (probabilities, the gate/up scales (the chosen mask), their sum, the down scales,
+          // the logits, the count, dims)
+          void *o0 = probs, *o1 = gs, *o2 = psum, *o3 = ds, *cnt = route_count;
+          const void* l0 = logits;
+          const long long* rdp = dims;
+          void* rargs[] = {&o0, &o1, &o2, &o3, &l0, &cnt, &rdp};
+          launch_generated(st, routing, 16, rargs);
+        } else {
+          launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights, gs, ds);
+        }
         // (out, in0 (unread), in1 (the residual), x, gate/up weights, scale, down weights, scale, h, barrier, dims)
         void* out = x;
         const void *in0 = n, *in1 = r, *ga = n, *gb = wgu[l], *gsp = gs, *db = wd[l], *dsp = ds;
         void *hp = h, *sp = gen_sync;
         const long long* dp = dims + 2 * traced;
         void* args[] = {&out, &in0, &in1, &ga, &gb, &gsp, &db, &dsp, &hp, &sp, &dp};
-        launch_generated(st, generated[way - kOwn], sms, args);
+        launch_generated(st, generated[own_routing ? 0 : way - kOwn], sms, args);
       }
     }
   };
   unsigned long long* trace_buf;
   CK(cudaMalloc(&trace_buf, 16 * 8));  // cleared before each way below
   CK(cudaMemcpyToSymbol(g_trace, &trace_buf, sizeof trace_buf));
-  const int ways = kOwn + (int)generated.size();
+  const int ways = kOwn + (int)generated.size() + (routing.f ? 1 : 0);
   std::vector<std::string> names = {"two dense GEMVs (no MoE)", "dense + MoE in four kernels", "dense + MoE fused", "dense + router, top-k, experts",
                                     "dense + router, top-k, 16 columns, reduce", "dense + router, top-k, 32 columns, reduce",
                                     "dense + router, top-k, 48 columns, reduce"};
   for (const Generated& g : generated) names.push_back("dense + router, top-k, " + g.name);
+  if (routing.f) names.push_back("dense + router, lm_routing, " + generated[0].name);
   std::vector<std::vector<float>> results(ways);
   std::vector<double> per_layer(ways);
   const char* phase[] = {"waited", "router rows", "barrier 1", "top-k and copies issued", "gate/up (block 0)", "barrier 2", "down rows copied",
                          "down and stored"};
   for (int way = 0; way < ways; ++way) {
     CK(cudaMemset(trace_buf, 0, 16 * 8));
-    if (way >= kOwn && generated[way - kOwn].trace) cuMemsetD8(generated[way - kOwn].trace, 0, 16 * 8);
+    const Generated* gen = way < kOwn ? nullptr : way - kOwn < (int)generated.size() ? &generated[way - kOwn] : &generated[0];
+    if (gen && gen->trace) cuMemsetD8(gen->trace, 0, 16 * 8);
     per_layer[way] = time_chain(st, [&] { record(way); }, reps) / layers;
     results[way].resize(kH);
     CK(cudaMemcpy(results[way].data(), x, kH * 4, cudaMemcpyDeviceToHost));
@@ -519,8 +549,8 @@ int main(int argc, char** argv) {
       for (int i = 1; i <= 8; ++i)
         if (way == 2 || i == 1 || i >= 4) std::printf(" %s %llu;", phase[i - 1], tr[i] - tr[0]);
       std::printf(" inputs read %llu, copies issued %llu; the last block's gate/up end %llu\n", tr[10] - tr[0], tr[11] - tr[0], tr[9] - tr[0]);
-    } else if (way >= kOwn && generated[way - kOwn].trace) {
-      CK(cudaMemcpy(tr, (const void*)generated[way - kOwn].trace, sizeof tr, cudaMemcpyDeviceToHost));
+    } else if (gen && gen->trace) {
+      CK(cudaMemcpy(tr, (const void*)gen->trace, sizeof tr, cudaMemcpyDeviceToHost));
       const char* gphase[] = {"waited", "experts listed", "scales, copies issued", "x read", "gate/up (block 0)", "barrier", "down rows copied",
                               "down and stored"};
       std::printf("%s, layer %d, block 0 (ns from its start):", names[way].c_str(), layers / 2);

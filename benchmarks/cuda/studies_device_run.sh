@@ -9,6 +9,8 @@
 # EXPERTS_CUBIN=path: moe_layer_bench also runs the compiler's experts-in-one kernel from that
 # cubin (made here by benchmarks/cuda/cut_experts_kernel.py, whose header gives the commands;
 # carry it) with stages of 220, 160 and 120 KB, beside the study's own experts kernel.
+# ROUTING_CUBIN=path (with EXPERTS_CUBIN): also the compiler's routing group in place of the
+# study's top-k before the 220 KB one (session 46).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
