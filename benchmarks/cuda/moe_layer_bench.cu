@@ -463,6 +463,11 @@ int main(int argc, char** argv) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
+  // The generated experts kernel a way runs (ROUTING_CUBIN's way: the first), or null.
+  auto experts_of = [&](int way) -> const Generated* {
+    if (way < kOwn) return nullptr;
+    return way - kOwn < (int)generated.size() ? &generated[way - kOwn] : &generated[0];
+  };
   // way 0: dense only; 1: dense + four kernels; 2: dense + fused; 3: dense + router, top-k,
   // fused experts; 4-6: router, top-k, experts by 16 / 32 / 48 columns and their reduce; kOwn
   // on: as 3 with a generated experts kernel. x starts from x0 each replay.
@@ -499,6 +504,7 @@ int main(int argc, char** argv) {
                x, sync, traced, (const float*)n, (const int*)experts, (const float*)weights);
       } else {
         const bool own_routing = way >= kOwn + (int)generated.size();  // ROUTING_CUBIN's way
+        const Generated& experts_kernel = *experts_of(way);
         launch(st, k_router, kE, 256, 0, (const float*)r, (const uint4*)wr[l], logits, n);
         if (own_routing) {
           // (probabilities, the gate/up scales (the chosen mask), their sum, the down scales,
@@ -517,7 +523,7 @@ int main(int argc, char** argv) {
         void *hp = h, *sp = gen_sync;
         const long long* dp = dims + 2 * traced;
         void* args[] = {&out, &in0, &in1, &ga, &gb, &gsp, &db, &dsp, &hp, &sp, &dp};
-        launch_generated(st, generated[own_routing ? 0 : way - kOwn], sms, args);
+        launch_generated(st, experts_kernel, sms, args);
       }
     }
   };
@@ -536,7 +542,7 @@ int main(int argc, char** argv) {
                          "down and stored"};
   for (int way = 0; way < ways; ++way) {
     CK(cudaMemset(trace_buf, 0, 16 * 8));
-    const Generated* gen = way < kOwn ? nullptr : way - kOwn < (int)generated.size() ? &generated[way - kOwn] : &generated[0];
+    const Generated* gen = experts_of(way);
     if (gen && gen->trace) cuMemsetD8(gen->trace, 0, 16 * 8);
     per_layer[way] = time_chain(st, [&] { record(way); }, reps) / layers;
     results[way].resize(kH);

@@ -544,7 +544,6 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       }
       blocks = std::min(rows, want);
     }
-    const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
     if (blocks == 1) split.clear();
     const std::optional<std::string> body = GroupWriter(plan, grp, split).body();
     if (!body) continue;
@@ -564,6 +563,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
     // more blocks and issues a warp's weight loads a few at a time between the products (a
     // trip to memory each), where they should all be in flight at once.
+    const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
     const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
     if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
