@@ -10,10 +10,12 @@ The file is the dump's prelude (its integer typedefs and INT32 limits, written f
 replaced by <cstdint>, which nvcc's headers bring in anyway) and the kernel without the norm folded in (the study's k_router writes
 the normed x), renamed lm_experts.
 
-With --routing first, the routing group after the router instead (the small group with a count
-of finished blocks and four outputs: probabilities, the chosen mask, their sum, the down scales),
-renamed lm_routing: ROUTING_CUBIN=/tmp/routing.cubin /tmp/moe 48 21 /tmp/experts.cubin lm_experts
-runs it in place of the study's top-k before the first generated experts kernel.
+With --routing first, the routing group after the router instead (the small group with four
+outputs: probabilities, the chosen mask, their sum, the down scales), renamed lm_routing where it
+has a count of finished blocks (16 blocks: LUMINAL_CUDA_TOP_RANKS=0 when dumping) and
+lm_routing1 where it is one block (top-k ranks in a warp, the default):
+ROUTING_CUBIN=/tmp/routing.cubin /tmp/moe 48 21 /tmp/experts.cubin lm_experts runs it in place of
+the study's top-k before the first generated experts kernel.
 """
 import re
 import sys
@@ -34,7 +36,7 @@ def main() -> int:
     # The experts-in-one kernel's parameters: gate/up (lm_gb) and down (lm_db) weights; the
     # plain form has no norm gain (lm_gain).
     if routing:
-        starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_SmallGroup_" in l and "lm_o3" in l and "lm_cnt" in l]
+        starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_SmallGroup_" in l and "lm_o3" in l]
     else:
         starts = [i for i, l in enumerate(lines) if "__global__" in l and "lm_gb" in l and "lm_db" in l and "lm_gain" not in l]
     if not starts:
@@ -44,7 +46,7 @@ def main() -> int:
     start = starts[0]
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith('extern "C"')), len(lines))
     name = re.search(r"(lm_\w+?)\(", lines[start]).group(1)
-    renamed = "lm_routing" if routing else "lm_experts"
+    renamed = ("lm_routing" if "lm_cnt" in lines[start] else "lm_routing1") if routing else "lm_experts"
     kernel = "\n".join(lines[start:end]).replace(name, renamed)
     open(out, "w").write("\n".join(prelude) + "\n" + kernel + "\n")
     print(f"{name} -> {renamed} in {out}")

@@ -51,8 +51,11 @@ int main(int argc, char** argv) {
     build_decoder(g, cfg, o);
     const Graph plan = compile(g, CompileOptions{}).plan;
     // LUMINAL_CUDA_ROUTER_IN_GROUP=1: the routers in their routing groups, as the executor has them then.
+    // LUMINAL_CUDA_TOP_RANKS=0: the routing's ranks shared out over blocks, as before session 47.
     const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP");
-    PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0"});
+    const char* top_ranks = std::getenv("LUMINAL_CUDA_TOP_RANKS");
+    PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0",
+                                                               .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

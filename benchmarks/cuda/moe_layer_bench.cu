@@ -405,14 +405,25 @@ int main(int argc, char** argv) {
     cuFuncSetAttribute(g.f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)g.smem);
     generated.push_back(g);
   }
-  Generated routing;  // ROUTING_CUBIN's lm_routing: 16 blocks, as the compiler launches it
+  // ROUTING_CUBIN's lm_routing (16 blocks and a count, as the compiler launches it with
+  // LUMINAL_CUDA_TOP_RANKS=0) or lm_routing1 (one block: top-k ranks in a warp, the default).
+  Generated routing;
+  bool routing_counted = true;
   if (const char* rc = std::getenv("ROUTING_CUBIN"); rc && !generated.empty()) {
     CUmodule m;
-    routing.name = "lm_routing";
     routing.smem = 0;
-    if (cuModuleLoad(&m, rc) != CUDA_SUCCESS || cuModuleGetFunction(&routing.f, m, "lm_routing") != CUDA_SUCCESS) {
-      std::fprintf(stderr, "cannot load lm_routing from %s\n", rc);
+    if (cuModuleLoad(&m, rc) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cannot load %s\n", rc);
       return 1;
+    }
+    routing.name = "lm_routing";
+    if (cuModuleGetFunction(&routing.f, m, "lm_routing") != CUDA_SUCCESS) {
+      routing.name = "lm_routing1";
+      routing_counted = false;
+      if (cuModuleGetFunction(&routing.f, m, "lm_routing1") != CUDA_SUCCESS) {
+        std::fprintf(stderr, "neither lm_routing nor lm_routing1 in %s\n", rc);
+        return 1;
+      }
     }
   }
   std::vector<uint4 *> wo, wr, wgu, wd;
@@ -513,7 +524,8 @@ int main(int argc, char** argv) {
           const void* l0 = logits;
           const long long* rdp = dims;
           void* rargs[] = {&o0, &o1, &o2, &o3, &l0, &cnt, &rdp};
-          launch_generated(st, routing, 16, rargs);
+          void* rargs1[] = {&o0, &o1, &o2, &o3, &l0, &rdp};
+          launch_generated(st, routing, routing_counted ? 16 : 1, routing_counted ? rargs : rargs1);
         } else {
           launch(st, k_top_k, 1, 32, 0, (const float*)logits, experts, weights, gs, ds);
         }
@@ -535,7 +547,7 @@ int main(int argc, char** argv) {
                                     "dense + router, top-k, 16 columns, reduce", "dense + router, top-k, 32 columns, reduce",
                                     "dense + router, top-k, 48 columns, reduce"};
   for (const Generated& g : generated) names.push_back("dense + router, top-k, " + g.name);
-  if (routing.f) names.push_back("dense + router, lm_routing, " + generated[0].name);
+  if (routing.f) names.push_back("dense + router, " + routing.name + ", " + generated[0].name);
   std::vector<std::vector<float>> results(ways);
   std::vector<double> per_layer(ways);
   const char* phase[] = {"waited", "router rows", "barrier 1", "top-k and copies issued", "gate/up (block 0)", "barrier 2", "down rows copied",

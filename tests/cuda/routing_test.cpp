@@ -117,19 +117,23 @@ TEST(CudaBackend, OneRowSoftmaxesFoldIntoTheirFirstReader) {
 }
 
 // After the router, the softmax, the ranks, the weights' sum and the weights are one small
-// group: one block for 16 experts; for 128 the ranks (16384 comparisons) are shared out over
-// blocks, which count themselves by one acquire-release atomic each, and the last to finish
-// runs the sum and the weights. With the router in the group (CodegenOptions::router_in_group)
-// it is the first member: for 128 experts its rows (a warp each) are shared out too, and the
-// blocks meet at a grid barrier before the softmax.
+// group. The ranks are recognised as top-k ranks (cuda_top_ranks.h) and run as 8 rounds of argmax
+// in a warp, so the group is one block; with that off (CodegenOptions::top_ranks_in_groups), for
+// 128 experts the ranks (16384 comparisons) are shared out over blocks, which count themselves by
+// one acquire-release atomic each, and the last to finish runs the sum and the weights. With the
+// router in the group (CodegenOptions::router_in_group) it is the first member: for 128 experts
+// its rows (a warp each) are shared out too, and the blocks meet at a grid barrier before the
+// softmax where the ranks are shared out after it, or the last block runs the rest where not.
 // The lower-index table (two Iotas compared) is computed where the ranks read it, not loaded
 // (CodegenOptions::index_values_in_groups), unless that is off.
 TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
+  for (bool top_ranks : {true, false})
   for (bool index_values : {true, false})
   for (bool router : {false, true})
     for (int64_t experts : {16, 128}) {
       const Graph plan = compiled(routing(experts, 8));
-      const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router, .index_values_in_groups = index_values});
+      const PlanKernels k = generate_plan_kernels(
+          plan, CodegenOptions{.router_in_group = router, .index_values_in_groups = index_values, .top_ranks_in_groups = top_ranks});
       ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
       const SmallGroup& grp = k.small_groups[0];
       std::vector<std::string> kinds;
@@ -144,15 +148,18 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
                 index_values ? 0 : 1)
           << plan.dump();
       EXPECT_EQ(grp.capacity, capacity);
-      EXPECT_EQ(grp.counter, experts == 128);
-      EXPECT_EQ(grp.launch.work.as_const().value_or(0), experts == 128 ? 16 : 1);
+      const bool ranks_shared = experts == 128 && !top_ranks, router_shared = experts == 128 && router;
+      const std::string at = std::string(" top ranks ") + (top_ranks ? "on" : "off") + (router ? ", router" : "") + " experts " + std::to_string(experts);
+      EXPECT_EQ(grp.counter, ranks_shared || router_shared) << at;
+      EXPECT_EQ(grp.launch.work.as_const().value_or(0), ranks_shared || router_shared ? 16 : 1) << at;
       const std::string* found = k.functions.find(grp.launch.function);
       ASSERT_NE(found, nullptr);
-      // The ranks' blocks count themselves by one acquire-release atomic (gen::last_block_count);
-      // the router's meet at a grid barrier (gen::grid_barrier).
+      // The last block counts the blocks by one acquire-release atomic each (gen::last_block_count);
+      // a split member before another meets the others at a grid barrier (gen::grid_barrier).
       const std::string& text = *found;
-      EXPECT_EQ(text.find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, experts == 128);
-      EXPECT_EQ(text.find("lm_atom_inc_acq_rel_gpu(") != std::string::npos, router && experts == 128);
+      EXPECT_EQ(text.find("lm_atom_add1_acq_rel_gpu(") != std::string::npos, ranks_shared || router_shared) << at;
+      EXPECT_EQ(text.find("lm_atom_inc_acq_rel_gpu(") != std::string::npos, ranks_shared && router_shared) << at;
+      EXPECT_EQ(text.find("top-k ranks: 8 rounds") != std::string::npos, top_ranks) << at;
       EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
       EXPECT_EQ(text.find(" lm_iv") != std::string::npos, index_values);
     }

@@ -203,6 +203,10 @@ struct CodegenOptions {
   // routing's tie-break mask) instead of loading them from the buffer of a leaf.
   // CudaOptions::index_values_in_groups.
   bool index_values_in_groups = true;
+  // A small group's count recognised as top-k ranks (cuda_top_ranks.h: the routing's choice of
+  // experts) runs as k rounds of argmax in a warp, so the group needs one block and no count of
+  // finished blocks. CudaOptions::top_ranks_in_groups.
+  bool top_ranks_in_groups = true;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers

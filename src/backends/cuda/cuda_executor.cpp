@@ -152,7 +152,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   }
   kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations,
                                                                 .router_in_group = options_.router_in_group,
-                                                                .index_values_in_groups = options_.index_values_in_groups});
+                                                                .index_values_in_groups = options_.index_values_in_groups,
+                                                                .top_ranks_in_groups = options_.top_ranks_in_groups});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -276,6 +277,7 @@ void CudaExecutor::read_env_options() {
   if (const char* small = std::getenv("LUMINAL_CUDA_SMALL_GROUPS")) options_.small_groups = std::string(small) != "0";
   if (const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP")) options_.router_in_group = std::string(router) != "0";
   if (const char* iv = std::getenv("LUMINAL_CUDA_GROUP_INDEX_VALUES")) options_.index_values_in_groups = std::string(iv) != "0";
+  if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
   if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));

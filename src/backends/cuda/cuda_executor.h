@@ -170,6 +170,9 @@ struct CudaOptions {
   // CodegenOptions::index_values_in_groups. No measurable change on the H200 (session 46); one
   // leaf less. Also LUMINAL_CUDA_GROUP_INDEX_VALUES=0.
   bool index_values_in_groups = true;
+  // CodegenOptions::top_ranks_in_groups: the routing's group in one block, its ranks a warp's k
+  // rounds of argmax. Also LUMINAL_CUDA_TOP_RANKS=0.
+  bool top_ranks_in_groups = true;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;

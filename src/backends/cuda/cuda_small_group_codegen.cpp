@@ -8,6 +8,7 @@
 #include "backends/cpu/fused_codegen.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_codegen_parts.h"
+#include "backends/cuda/cuda_top_ranks.h"
 #include "core/cache_paths.h"
 #include "core/error.h"
 
@@ -159,7 +160,9 @@ bool count_by_release() {
 class GroupWriter {
  public:
   // `split`: the members whose rows the blocks share, in order (none: one block).
-  GroupWriter(const Graph& g, const SmallGroup& grp, std::vector<size_t> split) : g_(g), grp_(grp), split_(std::move(split)) {
+  // `top_ranks`: counts recognised as top-k ranks (cuda_top_ranks.h) run as k rounds in a warp.
+  GroupWriter(const Graph& g, const SmallGroup& grp, std::vector<size_t> split, bool top_ranks)
+      : g_(g), grp_(grp), split_(std::move(split)), top_ranks_(top_ranks) {
     for (size_t j = 0; j < grp.nodes.size(); ++j) member_[grp.nodes[j]] = j;
     for (size_t l = 0; l < grp.leaves.size(); ++l) leaf_[grp.leaves[l]] = l;
   }
@@ -195,6 +198,7 @@ class GroupWriter {
   const Graph& g_;
   const SmallGroup& grp_;
   std::vector<size_t> split_;
+  bool top_ranks_;
   std::map<NodeId, size_t> member_, leaf_;
 
   bool is_split(size_t j) const { return std::find(split_.begin(), split_.end(), j) != split_.end(); }
@@ -367,6 +371,56 @@ class GroupWriter {
     return s.str();
   }
 
+  // Top-k ranks (cuda_top_ranks.h) after the loaders in `head`: warp 0 holds the values, lane l
+  // those at l + 32 i; each of k rounds takes the first value left in top-k order (larger, or
+  // equal at a lower index; the lanes' candidates meet by shuffles), whose rank is the round. A
+  // NaN is never taken and ranks 0 (nothing comes before it); the rest rank k, which the
+  // epilogue maps as it maps every count from k on.
+  std::optional<std::string> top_ranks_member(size_t j, const Node& n, const TopRanks& tr, const std::string& head) const {
+    size_t pos = 0;
+    const DType t = FusedProgram::decode(n.code, pos).instrs.back().dtype;
+    const FusedProgram epi = FusedProgram::decode(n.code, pos);
+    const std::string E = std::to_string(tr.values), P = std::to_string((tr.values + 31) / 32), K = std::to_string(tr.rounds),
+                      vt = value_type(t);
+    std::ostringstream s;
+    s << head << "    if (" << c(n.shape[0]) << " != 1) __trap();  // the executor runs groups for one token\n"
+      << "    if (threadIdx.x < 32) {  // top-k ranks: " << K << " rounds\n"
+      << "      const int lm_lane = threadIdx.x;\n"
+      << "      float lm_tv[" << P << "];\n      int lm_tr[" << P << "];\n      unsigned lm_left = 0u;\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_i = 0; lm_i < " << P << "; ++lm_i) {\n"
+      << "        const int lm_e = lm_lane + 32 * lm_i;\n"
+      << "        lm_tv[lm_i] = lm_e < " << E << " ? (float)lm_ld" << tr.mine << "((long long)lm_e * " << E << ") : 0.0f;\n"
+      << "        const bool lm_nan = lm_tv[lm_i] != lm_tv[lm_i];\n"
+      << "        lm_tr[lm_i] = lm_nan ? 0 : " << K << ";\n"
+      << "        if (lm_e < " << E << " && !lm_nan) lm_left |= 1u << lm_i;\n"
+      << "      }\n"
+      << "      for (int lm_r = 0; lm_r < " << K << "; ++lm_r) {\n"
+      << "        float lm_bv = 0.0f;\n"
+      << "        int lm_be = 0x7fffffff;  // none\n"
+      << "        #pragma unroll\n"
+      << "        for (int lm_i = 0; lm_i < " << P << "; ++lm_i)\n"
+      << "          if (((lm_left >> lm_i) & 1u) && (lm_be == 0x7fffffff || lm_tv[lm_i] > lm_bv)) { lm_bv = lm_tv[lm_i]; lm_be = lm_lane + 32 * lm_i; }\n"
+      << "        for (int lm_x = 16; lm_x > 0; lm_x >>= 1) {\n"
+      << "          const float lm_ov = __shfl_xor_sync(0xffffffffu, lm_bv, lm_x);\n"
+      << "          const int lm_oe = __shfl_xor_sync(0xffffffffu, lm_be, lm_x);\n"
+      << "          if (lm_oe != 0x7fffffff && (lm_be == 0x7fffffff || lm_ov > lm_bv || (lm_ov == lm_bv && lm_oe < lm_be))) { lm_bv = lm_ov; lm_be = lm_oe; }\n"
+      << "        }\n"
+      << "        if (lm_be == 0x7fffffff) break;  // nothing left, in every lane alike\n"
+      << "        #pragma unroll\n"
+      << "        for (int lm_i = 0; lm_i < " << P << "; ++lm_i)\n"
+      << "          if (lm_lane + 32 * lm_i == lm_be) { lm_left &= ~(1u << lm_i); lm_tr[lm_i] = lm_r; }\n"
+      << "      }\n"
+      << "      #pragma unroll\n"
+      << "      for (int lm_i = 0; lm_i < " << P << "; ++lm_i) {\n"
+      << "        const int lm_e = lm_lane + 32 * lm_i;\n"
+      << "        if (lm_e < " << E << ") {\n"
+      << "          const " << vt << " lm_r = (" << vt << ")lm_tr[lm_i];\n";
+    if (!emit_program(s, epi, [](int) { return std::string("lm_r"); }, {t}, "e", "          ")) return std::nullopt;
+    s << "          " << put(j, "lm_e", "e" + std::to_string(epi.instrs.size() - 1), epi.instrs.back().dtype) << "        }\n      }\n    }\n";
+    return s.str();
+  }
+
   std::optional<std::string> member(size_t j) const {
     const Node& n = g_.node(grp_.nodes[j]);
     if (const std::optional<GroupLinear> l = group_linear(g_, grp_.nodes[j])) return linear_member(j, *l);
@@ -377,6 +431,8 @@ class GroupWriter {
     for (const Edge& e : n.inputs)
       if (!member_.count(e.src) && !leaf_.count(e.src) && !index_value_lambdas(e.src, done, s)) return std::nullopt;
     s << loaders(n);
+    if (top_ranks_)
+      if (const std::optional<TopRanks> tr = top_ranks_of(g_, grp_.nodes[j])) return top_ranks_member(j, n, *tr, s.str());
     auto inputs_at = [&](int count, const std::string& at, const std::string& indent) {
       std::string out;
       for (int i = 0; i < count; ++i)
@@ -528,8 +584,10 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     // the ranks of 128 experts: 16384 comparisons, 1.6-3 us for one block); the members between
     // them are cheap, so every block runs them.
     std::vector<size_t> split;
+    // (Top-k ranks need no sharing: a warp's k rounds.)
     for (size_t j = 0; j < nodes.size(); ++j)
-      if (work_of(plan.node(nodes[j])) > kSmallGroupBlockWork) split.push_back(j);
+      if (work_of(plan.node(nodes[j])) > kSmallGroupBlockWork && !(options.top_ranks_in_groups && top_ranks_of(plan, nodes[j])))
+        split.push_back(j);
     // Blocks share rows: no more blocks than a split member has rows (a softmax's or reduction's
     // rows, an elementwise member's values, a linear member's outputs), about 1024 values of
     // work a block, a warp a linear member's row.
@@ -545,7 +603,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       blocks = std::min(rows, want);
     }
     if (blocks == 1) split.clear();
-    const std::optional<std::string> body = GroupWriter(plan, grp, split).body();
+    const std::optional<std::string> body = GroupWriter(plan, grp, split, options.top_ranks_in_groups).body();
     if (!body) continue;
     std::ostringstream text;
     text << "(char* __restrict__ lm_o0";
