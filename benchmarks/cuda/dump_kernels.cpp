@@ -53,9 +53,12 @@ int main(int argc, char** argv) {
     // LUMINAL_CUDA_ROUTER_IN_GROUP=1: the routers in their routing groups, as the executor has them then.
     // LUMINAL_CUDA_TOP_RANKS=0: the routing's ranks shared out over blocks, as before session 47.
     const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP");
+    // LUMINAL_CUDA_FOLD_GROUPS=1: the gate/up experts' twins with the routing group inside.
     const char* top_ranks = std::getenv("LUMINAL_CUDA_TOP_RANKS");
+    const char* fold = std::getenv("LUMINAL_CUDA_FOLD_GROUPS");
     PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0",
-                                                               .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0"});
+                                                               .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0",
+                                                               .fold_groups = fold && std::string(fold) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

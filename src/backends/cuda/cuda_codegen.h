@@ -152,6 +152,11 @@ struct NodeKernels {
   // GEMV and this sum on a decode step (CudaExecutor::experts_in_one_sum).
   std::shared_ptr<NodeKernels> experts_in_one;
   NodeId experts_gate_up = 0;
+  // A gated experts' GEMV form (gated, gated->normed) with its scales' small group inside
+  // (fold_small_groups): the same launches and schedules, each function taking the group's
+  // outputs and leaves before the dims, running the group's code in every block after its wait
+  // (block 0 storing the members) and reading its scales from that block's shared copy.
+  std::shared_ptr<NodeKernels> routed;
   // A fused kernel (Fused, FusedSum, FusedMax) reading Softmax `softmax_node` (over the last
   // axis, f32): the same work reading the softmax's input (the logits) where it read the
   // softmax, each block first computing row 0's max and sum, and block 0 storing row 0's
@@ -207,6 +212,8 @@ struct CodegenOptions {
   // experts) runs as k rounds of argmax in a warp, so the group needs one block and no count of
   // finished blocks. CudaOptions::top_ranks_in_groups.
   bool top_ranks_in_groups = true;
+  // fold_small_groups' twins of the gated experts' GEMVs. CudaOptions::fold_groups.
+  bool fold_groups = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
@@ -252,9 +259,25 @@ struct SmallGroup {
   std::vector<int64_t> capacity;  // each member's values for one token (its shared array)
   Launch launch;
   bool counter = false;  // takes a zeroed uint32 (left zero) before the dims
+  // The members' code as the function has it (outputs lm_o<j>, leaves lm_l<l>, shared arrays
+  // lm_s<j>) and the dims it reads, for fold_small_groups.
+  std::string body;
+  std::vector<std::string> dims;
+  // Set by fold_small_groups: the gate/up experts whose scales are member `fold_member`'s values
+  // and whose gated forms have a twin (NodeKernels::routed) that runs this group's code first.
+  std::optional<NodeId> fold_reader;
+  size_t fold_member = 0;
 };
 std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                                      const CodegenOptions& options = {});
+
+// A one-block group (no count of finished blocks) whose first reader outside it is a
+// ScaledMatmul with gated forms, reading a member as its scales (a decode's routing and its
+// gate/up experts): each gated form gets a twin (NodeKernels::routed, cuda_group_fold.cpp), so
+// that the executor can run the group inside the gate/up GEMV, one launch and one wait where
+// there were two, and the scales come from shared memory, not L2. Sets the groups' fold_reader.
+void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                       const std::vector<std::string>& graph_dims, FunctionSet& functions);
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

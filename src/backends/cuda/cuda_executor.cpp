@@ -88,6 +88,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
     k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions, options);
   }
   k.small_groups = small_groups(plan, dims, k.functions, options);
+  if (options.fold_groups) fold_small_groups(plan, k.small_groups, k.per_node, dims, k.functions);
   return k;
 }
 
@@ -109,7 +110,8 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   // A linear layer's or group's other forms (normed, gated) and an expert sum's schedules keep
   // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
-    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get()})
+    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get(),
+                              extra[i]->routed.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
@@ -153,7 +155,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
   kernels_ = generate_plan_kernels(graph_, CodegenOptions{.bf16_activations = options_.bf16_activations,
                                                                 .router_in_group = options_.router_in_group,
                                                                 .index_values_in_groups = options_.index_values_in_groups,
-                                                                .top_ranks_in_groups = options_.top_ranks_in_groups});
+                                                                .top_ranks_in_groups = options_.top_ranks_in_groups,
+                                                                .fold_groups = options_.fold_groups});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -219,6 +222,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (const auto& gated = kernels_.per_node[id]->gated; gated && graph_.node(static_cast<NodeId>(id)).kernel == "ScaledMatmul") {
       gated_expert_forms_[static_cast<NodeId>(id)] = load_form(gated.get(), by_name);
       if (gated->normed) gated_expert_normed_forms_[static_cast<NodeId>(id)] = load_form(gated->normed.get(), by_name);
+      if (gated->routed) routed_forms_[static_cast<NodeId>(id)] = load_form(gated->routed.get(), by_name);
+      if (gated->normed && gated->normed->routed) routed_normed_forms_[static_cast<NodeId>(id)] = load_form(gated->normed->routed.get(), by_name);
     }
   }
   order_ = graph_.topo_order();
@@ -278,6 +283,7 @@ void CudaExecutor::read_env_options() {
   if (const char* router = std::getenv("LUMINAL_CUDA_ROUTER_IN_GROUP")) options_.router_in_group = std::string(router) != "0";
   if (const char* iv = std::getenv("LUMINAL_CUDA_GROUP_INDEX_VALUES")) options_.index_values_in_groups = std::string(iv) != "0";
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
+  if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
   if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));
@@ -542,6 +548,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
     args.push_back(&none);
     args.push_back(&none);
   }
+  for (DevicePtr& p : fold_args_) args.push_back(&p);
   args.push_back(&dims_dev_);
   const auto [blocks, threads] = launch_shape(l);
   if (blocks <= 0) return;
@@ -925,6 +932,42 @@ void CudaExecutor::run(bool wait) {
   };
   std::optional<Context::Timer> timer;
   if (profiling_) timer.emplace(ctx_);
+  // Small groups deferred to their fold reader (SmallGroupRun::deferred), by that reader.
+  std::map<NodeId, size_t> deferred_group_of_;
+  // Whether gate/up node `id` runs its group inside its gated GEMV this run (fold_small_groups).
+  auto folds_group_here = [&](NodeId id) {
+    if (!options_.fold_groups || options_.experts_in_one || keeps(id) || !gates_experts(id)) return false;
+    const bool normed_in = deferred_norms_.count(graph_.node(id).inputs[0].src) > 0;
+    return (normed_in ? routed_normed_forms_ : routed_forms_).count(id) > 0;
+  };
+  // Group g has run (launched, or inside its reader's GEMV) at node `at`: the members up to it
+  // let their inputs go; the later ones will as they come.
+  auto group_ran = [&](size_t g, NodeId at) {
+    for (NodeId m : kernels_.small_groups[g].nodes)
+      if (position_[m] <= position_[at]) release_inputs(graph_.node(m), 0);
+    small_group_runs_[g].deferred = false;
+    ++small_groups_run_;
+  };
+  auto launch_group = [&](size_t g, NodeId at) {
+    const SmallGroup& grp = kernels_.small_groups[g];
+    flush_pending();
+    std::vector<DevicePtr> in;
+    for (size_t j = 1; j < grp.nodes.size(); ++j) in.push_back(live[grp.nodes[j]]->ptr);
+    for (NodeId l : grp.leaves) in.push_back(ptr_of(l));
+    if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
+    if (timer) timer->start();
+    Launch l = grp.launch;
+    // (At most a block a multiprocessor: a group's grid barrier needs them all resident.)
+    if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(std::min(options_.small_group_blocks, ctx_.info().multiprocessors));
+    launch(l, *kernels_.per_node[grp.nodes[0]], small_group_runs_[g].function, live[grp.nodes[0]]->ptr, in);
+    if (timer) {
+      ProfileEntry& p = profile_["SmallGroup"];
+      p.label = "SmallGroup";
+      ++p.calls;
+      p.ms += timer->stop_ms();
+    }
+    group_ran(g, at);
+  };
   for (NodeId id : order_) {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
@@ -944,6 +987,11 @@ void CudaExecutor::run(bool wait) {
       release_inputs(n, 0);
       continue;
     }
+    // A group deferred to this node, which will not run it inside its GEMV: launched first.
+    if (auto d = deferred_group_of_.find(id); d != deferred_group_of_.end() && !folds_group_here(id)) {
+      launch_group(d->second, id);
+      deferred_group_of_.erase(d);
+    }
     if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
       SmallGroupRun& r = small_group_runs_[sg->second];
       const SmallGroup& grp = kernels_.small_groups[sg->second];
@@ -952,25 +1000,12 @@ void CudaExecutor::run(bool wait) {
         if (id == r.launch_at) {
           flush_pending();
           for (NodeId m : grp.nodes) live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
-          std::vector<DevicePtr> in;
-          for (size_t j = 1; j < grp.nodes.size(); ++j) in.push_back(live[grp.nodes[j]]->ptr);
-          for (NodeId l : grp.leaves) in.push_back(ptr_of(l));
-          if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
-          if (timer) timer->start();
-          Launch l = grp.launch;
-          // (At most a block a multiprocessor: a group's grid barrier needs them all resident.)
-          if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(std::min(options_.small_group_blocks, ctx_.info().multiprocessors));
-          launch(l, k, r.function, live[grp.nodes[0]]->ptr, in);
-          if (timer) {
-            ProfileEntry& p = profile_["SmallGroup"];
-            p.label = "SmallGroup";
-            ++p.calls;
-            p.ms += timer->stop_ms();
-          }
-          ++small_groups_run_;
-          for (NodeId m : grp.nodes)
-            if (position_[m] <= position_[id]) release_inputs(graph_.node(m), 0);
-        } else if (position_[id] > position_[r.launch_at]) {
+          r.deferred = grp.fold_reader && folds_group_here(*grp.fold_reader);
+          if (r.deferred)
+            deferred_group_of_[*grp.fold_reader] = sg->second;
+          else
+            launch_group(sg->second, id);
+        } else if (position_[id] > position_[r.launch_at] && !r.deferred) {
           release_inputs(n, 0);  // its value came with the group's launch
         }
         continue;
@@ -1070,7 +1105,19 @@ void CudaExecutor::run(bool wait) {
         ++experts_in_one_run_;
       } else {
         const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
-        run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+        if (auto d = deferred_group_of_.find(id); d != deferred_group_of_.end()) {
+          // Its scales' group runs inside it: the group's outputs and leaves go before the dims.
+          const SmallGroup& grp = kernels_.small_groups[d->second];
+          for (NodeId m : grp.nodes) fold_args_.push_back(live[m]->ptr);
+          for (NodeId l : grp.leaves) fold_args_.push_back(ptr_of(l));
+          run_form(normed_in ? routed_normed_forms_.at(id) : routed_forms_.at(id), b.ptr, in, capture);
+          fold_args_.clear();
+          group_ran(d->second, id);
+          deferred_group_of_.erase(d);
+          ++small_groups_folded_;
+        } else {
+          run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+        }
         ++products_folded_;
       }
       gemv_gain_ = 0;

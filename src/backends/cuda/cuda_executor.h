@@ -173,6 +173,11 @@ struct CudaOptions {
   // CodegenOptions::top_ranks_in_groups: the routing's group in one block, its ranks a warp's k
   // rounds of argmax. Also LUMINAL_CUDA_TOP_RANKS=0.
   bool top_ranks_in_groups = true;
+  // A one-block group read first by the gated experts' GEMV runs inside it (fold_small_groups,
+  // NodeKernels::routed): one launch and one wait fewer a decode layer. Off by default: on the
+  // H100 (session 47, 8-layer Qwen3-30B-A3B shape) the folded GEMV added 27 us a layer where the
+  // group and the GEMV added 24.4, TPOT 0.755 ms against 0.733. Also LUMINAL_CUDA_FOLD_GROUPS=1.
+  bool fold_groups = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
@@ -277,6 +282,8 @@ class CudaExecutor {
   int64_t scatters_folded() const { return scatters_folded_; }
   // Launches, since construction, of small groups' functions (CudaOptions::small_groups).
   int64_t small_groups_run() const { return small_groups_run_; }
+  // Small groups run inside their gate/up experts' GEMV (CudaOptions::fold_groups), launched one by one.
+  int64_t small_groups_folded() const { return small_groups_folded_; }
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
   int64_t refinements_tried() const { return refinements_tried_; }
   int64_t refinements_kept() const { return refinements_kept_; }
@@ -505,11 +512,19 @@ class CudaExecutor {
     bool valid = false, active = false;
     NodeId launch_at = 0;
     void* function = nullptr;
+    // This run's launch waits for its fold reader (SmallGroup::fold_reader), which runs the
+    // group inside its gated GEMV or, where it cannot, launches the group first; until then the
+    // members' inputs stay live (their buffers are written only then).
+    bool deferred = false;
   };
   std::vector<SmallGroupRun> small_group_runs_;
   std::map<NodeId, size_t> small_group_of_;  // member -> its group, for valid groups
   std::vector<size_t> position_;             // a node's place in order_
-  int64_t small_groups_run_ = 0;
+  int64_t small_groups_run_ = 0, small_groups_folded_ = 0;
+  // The gated experts' GEMV forms with their scales' group inside (NodeKernels::routed), by the
+  // gate/up node; fold_args_: a folded launch's group outputs and leaves (before the dims).
+  std::map<NodeId, GemvForm> routed_forms_, routed_normed_forms_;
+  std::vector<DevicePtr> fold_args_;
   void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ and reader_lists_
   bool runs_small_group(size_t g);
   // Whether the norms the group's linear members fold in were deferred this run (see there).

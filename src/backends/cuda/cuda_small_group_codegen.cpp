@@ -630,6 +630,8 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     }
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
     grp.counter = blocks > 1;
+    grp.body = *body;
+    grp.dims.assign(dims.begin(), dims.end());
     out.push_back(std::move(grp));
   }
   return out;

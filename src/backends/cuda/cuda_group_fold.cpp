@@ -1,0 +1,115 @@
+// A one-block small group's code inside the gated experts' GEMV that reads its member as scales
+// (fold_small_groups, cuda_codegen.h).
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "core/cache_paths.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+// `text` (a generated function) with the group's code after its wait: the group's outputs and
+// leaves as parameters before the dims (lm_go<j>, lm_gl<l>), its shared arrays (lm_gs<j>), its
+// dims in a scope of their own, and the scales (lm_in2) read from member `scale`'s shared copy.
+// nullopt where the text is not of the expected form.
+std::optional<std::string> with_group(const std::string& text, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
+  const size_t p = text.find(dims_param), w = text.find(wait);
+  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
+      text.find("lm_in2") == std::string::npos || text.find("lm_go0") != std::string::npos)
+    return std::nullopt;
+  std::string params;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
+  for (size_t l = 0; l < grp.leaves.size(); ++l) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
+  // The body's names, renamed where they could meet the GEMV's (its lm_s0 is a listed scale).
+  std::string body = std::regex_replace(grp.body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
+  std::string code = "  // The small group of the scales, in every block (block 0 stores its members).\n";
+  for (size_t j = 0; j < grp.nodes.size(); ++j)
+    code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
+  code += "  {\n";
+  for (const std::string& d : grp.dims) {
+    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+    if (it == graph_dims.end()) return std::nullopt;
+    code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
+  }
+  code += body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
+  std::string out = text;
+  out.insert(w + wait.size(), code);
+  out.insert(p, params);
+  return out;
+}
+
+// A twin of form `f` whose functions run the group first (named by a hash of their text, added
+// to `functions`); null where any function is not of the expected form.
+std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims,
+                                         FunctionSet& functions) {
+  auto twin = std::make_shared<NodeKernels>();
+  twin->launches = f.launches;
+  twin->alternatives = f.alternatives;
+  std::map<std::string, std::string> renamed;
+  for (std::vector<Launch>* ls : {&twin->launches, &twin->alternatives})
+    for (Launch& l : *ls) {
+      if (!renamed.count(l.function)) {
+        const std::string* text = functions.find(l.function);
+        if (!text) return nullptr;
+        std::optional<std::string> t = with_group(*text, grp, scale, graph_dims);
+        if (!t) return nullptr;
+        const std::string name = "lm_Routed_" + hash_key(*t);
+        const size_t at = t->find(l.function);
+        if (at == std::string::npos) return nullptr;
+        t->replace(at, l.function.size(), name);
+        if (!functions.find(name)) {
+          functions.names.push_back(name);
+          functions.texts.push_back(*t);
+        }
+        renamed[l.function] = name;
+      }
+      l.function = renamed[l.function];
+    }
+  return twin;
+}
+
+}  // namespace
+
+void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                       const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+  const std::vector<NodeId> order = plan.topo_order();
+  std::map<NodeId, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  for (SmallGroup& grp : groups) {
+    if (grp.counter || grp.body.empty()) continue;
+    const std::set<NodeId> members(grp.nodes.begin(), grp.nodes.end());
+    // The first reader outside the group, in the plan's order.
+    std::optional<NodeId> first;
+    for (NodeId id : order) {
+      if (members.count(id)) continue;
+      const Node& n = plan.node(id);
+      if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Edge& e) { return members.count(e.src) > 0; })) {
+        first = id;
+        break;
+      }
+    }
+    if (!first) continue;
+    const Node& r = plan.node(*first);
+    if (r.op != OpKind::Kernel || r.kernel != "ScaledMatmul" || r.inputs.size() != 3 || !per_node[*first] || !per_node[*first]->gated) continue;
+    if (members.count(r.inputs[0].src) || members.count(r.inputs[1].src) || !members.count(r.inputs[2].src)) continue;
+    const size_t scale = static_cast<size_t>(std::find(grp.nodes.begin(), grp.nodes.end(), r.inputs[2].src) - grp.nodes.begin());
+    NodeKernels& gated = *per_node[*first]->gated;
+    std::shared_ptr<NodeKernels> plain = routed_twin(gated, grp, scale, graph_dims, functions);
+    std::shared_ptr<NodeKernels> normed = gated.normed ? routed_twin(*gated.normed, grp, scale, graph_dims, functions) : nullptr;
+    if (!plain || (gated.normed && !normed)) continue;
+    gated.routed = plain;
+    if (normed) gated.normed->routed = normed;
+    grp.fold_reader = *first;
+    grp.fold_member = scale;
+  }
+}
+
+}  // namespace luminal::cuda
