@@ -61,12 +61,7 @@ TEST(CudaCodegen, EveryCaseCompilesWithNvrtc) {
   }
 }
 
-ModelConfig fixture_config(const std::string& name) {
-  std::ifstream in(std::string(LUMINAL_TEST_DATA) + "/models/" + name + "/config.json");
-  std::stringstream s;
-  s << in.rdbuf();
-  return ModelConfig::from_json_text(s.str(), name);
-}
+using testing::fixture_config;
 
 // Every model family's plan (with Matmul, Attention, RMSNorm, Rotary, fused kernels, the KV
 // cache's scatters): all of its kernels compile.

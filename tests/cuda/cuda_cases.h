@@ -2,9 +2,11 @@
 // Small graphs that reach every primitive op and every kernel node the compiler emits, with the
 // views that make indexing hard (permutes, broadcasts, slices, pads, dynamic dims), and their
 // inputs. Shared by the NVRTC compile test (no GPU) and the executor test (GPU).
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "graph/graph.h"
+#include "models/model_config.h"
 #include "runtime/buffer.h"
 
 namespace luminal::cuda::testing {
@@ -29,6 +32,14 @@ inline Graph compiled(const Graph& g) {
   CompileOptions o;
   o.dedup = false;
   return compile(g, o).plan;
+}
+
+// A fixture model's config (tests/data/models/NAME/config.json).
+inline ModelConfig fixture_config(const std::string& name) {
+  std::ifstream in(std::string(LUMINAL_TEST_DATA) + "/models/" + name + "/config.json");
+  std::stringstream s;
+  s << in.rdbuf();
+  return ModelConfig::from_json_text(s.str(), name);
 }
 
 inline const std::vector<int64_t>& s_values() {

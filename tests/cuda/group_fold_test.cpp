@@ -3,9 +3,6 @@
 // GPU an MoE block's outputs with and without the fold against the reference.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/nvrtc.h"
@@ -21,12 +18,7 @@ namespace {
 
 using testing::compiled;
 
-ModelConfig config_of(const std::string& name) {
-  std::ifstream in(std::string(LUMINAL_TEST_DATA) + "/models/" + name + "/config.json");
-  std::stringstream s;
-  s << in.rdbuf();
-  return ModelConfig::from_json_text(s.str(), name);
-}
+using testing::fixture_config;
 
 // Each layer of an MoE decoder: its routing group (one block: top-k ranks) folds into its gate/up
 // experts, whose gated forms (plain and normed) get twins that take the group's outputs and
@@ -35,7 +27,7 @@ TEST(CudaCodegen, RoutingGroupsFoldIntoTheirGateUpExperts) {
   Graph g;
   DecoderGraphOptions o;
   o.context = 32;
-  build_decoder(g, config_of("qwen3-moe-tiny"), o);
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
   const Graph plan = compiled(g);
   for (bool on : {true, false}) {
     const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.fold_groups = on});
@@ -62,7 +54,7 @@ TEST(CudaCodegen, RoutingGroupsFoldIntoTheirGateUpExperts) {
         EXPECT_LT(text->find("lm_grid_wait();"), text->find("lm_gs0["));
       }
     }
-    EXPECT_EQ(folded, on ? config_of("qwen3-moe-tiny").layers : 0) << "fold " << on;
+    EXPECT_EQ(folded, on ? fixture_config("qwen3-moe-tiny").layers : 0) << "fold " << on;
     if (on && nvrtc_unavailable_reason().empty()) {
       PlanKernels all = generate_plan_kernels(plan, CodegenOptions{.fold_groups = true});
       all.drop_alternatives();
