@@ -162,6 +162,11 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
       EXPECT_EQ(text.find("top-k ranks: 8 rounds") != std::string::npos, top_ranks) << at;
       EXPECT_EQ(text.find("__threadfence()"), std::string::npos);
       EXPECT_EQ(text.find(" lm_iv") != std::string::npos, index_values);
+      // As one warp where asked, one block and no router (its rows take a block's warps).
+      const PlanKernels w = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router, .index_values_in_groups = index_values,
+                                                                       .top_ranks_in_groups = top_ranks, .warp_groups = true});
+      EXPECT_EQ(w.small_groups.at(0).launch.row_length.as_const().value_or(0), grp.counter || router ? 0 : 1) << at;
+      EXPECT_TRUE(grp.launch.row_length.is_const(0)) << at;
     }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
   PlanKernels k = generate_plan_kernels(compiled(routing(128, 8)));
@@ -215,9 +220,11 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
   for (int64_t experts : {16, 128}) {
     const Graph g = routing(experts, 8);
     const Graph plan = compiled(g);
-    // With the router in the group, without it, no groups; the lower-index table loaded.
-    for (int on : {2, 1, 0, 3}) {
-      CudaExecutor cuda(plan, "", CudaOptions{.small_groups = on > 0, .router_in_group = on == 2, .index_values_in_groups = on != 3});
+    // With the router in the group, without it, no groups; the lower-index table loaded; the
+    // group as one warp (CudaOptions::warp_groups).
+    for (int on : {2, 1, 0, 3, 4}) {
+      CudaExecutor cuda(plan, "",
+                        CudaOptions{.small_groups = on > 0, .router_in_group = on == 2, .index_values_in_groups = on != 3, .warp_groups = on == 4});
       const std::vector<int64_t> rounds{1, 3, 1};
       for (size_t round = 0; round < rounds.size(); ++round) {
         const int64_t s = rounds[round];

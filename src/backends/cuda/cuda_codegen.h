@@ -212,6 +212,10 @@ struct CodegenOptions {
   // experts) runs as k rounds of argmax in a warp, so the group needs one block and no count of
   // finished blocks. CudaOptions::top_ranks_in_groups.
   bool top_ranks_in_groups = true;
+  // A one-block group with no linear member launched as one warp (32 threads) instead of
+  // kBlockThreads: its barriers then span a warp, and three of the routing's four members ran
+  // on warp 0 alone anyway. CudaOptions::warp_groups.
+  bool warp_groups = false;
   // fold_small_groups' twins of the gated experts' GEMVs. CudaOptions::fold_groups.
   bool fold_groups = false;
 };

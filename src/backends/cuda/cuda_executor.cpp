@@ -156,6 +156,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .router_in_group = options_.router_in_group,
                                                                 .index_values_in_groups = options_.index_values_in_groups,
                                                                 .top_ranks_in_groups = options_.top_ranks_in_groups,
+                                                                .warp_groups = options_.warp_groups,
                                                                 .fold_groups = options_.fold_groups});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
@@ -284,6 +285,7 @@ void CudaExecutor::read_env_options() {
   if (const char* iv = std::getenv("LUMINAL_CUDA_GROUP_INDEX_VALUES")) options_.index_values_in_groups = std::string(iv) != "0";
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
+  if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
   if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));

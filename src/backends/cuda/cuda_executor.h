@@ -173,6 +173,9 @@ struct CudaOptions {
   // CodegenOptions::top_ranks_in_groups: the routing's group in one block, its ranks a warp's k
   // rounds of argmax. Also LUMINAL_CUDA_TOP_RANKS=0.
   bool top_ranks_in_groups = true;
+  // CodegenOptions::warp_groups. Off until measured on a GPU (written in session 47 after its
+  // device time ran out). Also LUMINAL_CUDA_GROUP_WARP=1.
+  bool warp_groups = false;
   // A one-block group read first by the gated experts' GEMV runs inside it (fold_small_groups,
   // NodeKernels::routed): one launch and one wait fewer a decode layer. Off by default: on the
   // H100 (session 47, 8-layer Qwen3-30B-A3B shape) the folded GEMV added 27 us a layer where the

@@ -629,6 +629,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
     }
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
+    if (options.warp_groups && blocks == 1 && !linear) grp.launch.row_length = Expr(1);  // a warp (CudaExecutor::launch_shape)
     grp.counter = blocks > 1;
     grp.body = *body;
     grp.dims.assign(dims.begin(), dims.end());
