@@ -935,7 +935,7 @@ void CudaExecutor::run(bool wait) {
   std::optional<Context::Timer> timer;
   if (profiling_) timer.emplace(ctx_);
   // Small groups deferred to their fold reader (SmallGroupRun::deferred), by that reader.
-  std::map<NodeId, size_t> deferred_group_of_;
+  std::map<NodeId, size_t> deferred_groups;
   // Whether gate/up node `id` runs its group inside its gated GEMV this run (fold_small_groups).
   auto folds_group_here = [&](NodeId id) {
     if (!options_.fold_groups || options_.experts_in_one || keeps(id) || !gates_experts(id)) return false;
@@ -990,9 +990,9 @@ void CudaExecutor::run(bool wait) {
       continue;
     }
     // A group deferred to this node, which will not run it inside its GEMV: launched first.
-    if (auto d = deferred_group_of_.find(id); d != deferred_group_of_.end() && !folds_group_here(id)) {
+    if (auto d = deferred_groups.find(id); d != deferred_groups.end() && !folds_group_here(id)) {
       launch_group(d->second, id);
-      deferred_group_of_.erase(d);
+      deferred_groups.erase(d);
     }
     if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
       SmallGroupRun& r = small_group_runs_[sg->second];
@@ -1004,7 +1004,7 @@ void CudaExecutor::run(bool wait) {
           for (NodeId m : grp.nodes) live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
           r.deferred = grp.fold_reader && folds_group_here(*grp.fold_reader);
           if (r.deferred)
-            deferred_group_of_[*grp.fold_reader] = sg->second;
+            deferred_groups[*grp.fold_reader] = sg->second;
           else
             launch_group(sg->second, id);
         } else if (position_[id] > position_[r.launch_at] && !r.deferred) {
@@ -1107,7 +1107,7 @@ void CudaExecutor::run(bool wait) {
         ++experts_in_one_run_;
       } else {
         const DeviceBuffer& b = gated_outputs_[p] = take(graph_.node(p).dtype, concrete(graph_.node(p).shape));
-        if (auto d = deferred_group_of_.find(id); d != deferred_group_of_.end()) {
+        if (auto d = deferred_groups.find(id); d != deferred_groups.end()) {
           // Its scales' group runs inside it: the group's outputs and leaves go before the dims.
           const SmallGroup& grp = kernels_.small_groups[d->second];
           for (NodeId m : grp.nodes) fold_args_.push_back(live[m]->ptr);
@@ -1115,7 +1115,7 @@ void CudaExecutor::run(bool wait) {
           run_form(normed_in ? routed_normed_forms_.at(id) : routed_forms_.at(id), b.ptr, in, capture);
           fold_args_.clear();
           group_ran(d->second, id);
-          deferred_group_of_.erase(d);
+          deferred_groups.erase(d);
           ++small_groups_folded_;
         } else {
           run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);

@@ -96,32 +96,10 @@ void describe(const Graph& g, NodeId id, int depth, std::ostream& s) {
   s << ")";
 }
 
-std::optional<TopRanks> prove_top_ranks(const Graph& g, NodeId id);
-
-}  // namespace
-
-std::optional<TopRanks> top_ranks_of(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  if (n.op != OpKind::Kernel || n.kernel != "FusedSum" || n.inputs.size() != 3) return std::nullopt;
-  std::ostringstream key;
-  describe(g, id, kMaxIndexDepth + 1, key);
-  static std::mutex mu;
-  static std::map<std::string, std::optional<TopRanks>> proven;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = proven.find(key.str()); it != proven.end()) return it->second;
-  }
-  const std::optional<TopRanks> r = prove_top_ranks(g, id);
-  std::lock_guard<std::mutex> lock(mu);
-  proven[key.str()] = r;
-  return r;
-}
-
-namespace {
-
+// The proof (cuda_top_ranks.h) for a FusedSum of three inputs.
 std::optional<TopRanks> prove_top_ranks(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  if (n.op != OpKind::Kernel || n.kernel != "FusedSum" || n.inputs.size() != 3 || n.shape.empty() || n.code.empty()) return std::nullopt;
+  if (n.shape.empty() || n.code.empty()) return std::nullopt;
   const std::vector<Expr>& in_shape = n.inputs[0].view.shape();
   const size_t r = in_shape.size();
   if (r < 3 || n.axis + 1 != r) return std::nullopt;
@@ -197,5 +175,22 @@ std::optional<TopRanks> prove_top_ranks(const Graph& g, NodeId id) {
 }
 
 }  // namespace
+
+std::optional<TopRanks> top_ranks_of(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Kernel || n.kernel != "FusedSum" || n.inputs.size() != 3) return std::nullopt;
+  std::ostringstream key;
+  describe(g, id, kMaxIndexDepth + 1, key);
+  static std::mutex mu;
+  static std::map<std::string, std::optional<TopRanks>> proven;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = proven.find(key.str()); it != proven.end()) return it->second;
+  }
+  const std::optional<TopRanks> r = prove_top_ranks(g, id);
+  std::lock_guard<std::mutex> lock(mu);
+  proven[key.str()] = r;
+  return r;
+}
 
 }  // namespace luminal::cuda
