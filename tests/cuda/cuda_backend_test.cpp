@@ -567,16 +567,9 @@ TEST(CudaBackend, ExpertsInOneKernelMatchTheReference) {
     Tensor x = input(g, "x", DType::F32, {s, H});
     Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
     linear(h, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt).output("logits");
-    Tensor wgu = cast(input(g, "w_gu", DType::BF16, {E, 2 * I, H}), DType::F32);
-    Tensor wd = cast(input(g, "w_d", DType::BF16, {E, H, I}), DType::F32);
     Tensor chosen = input(g, "chosen", DType::F32, {s, E});
     Tensor weights = input(g, "weights", DType::F32, {s, E});
-    auto per_expert = [](const Tensor& r) { return unsqueeze(permute(r, {1, 0}), 2); };
-    Tensor xs = expand(unsqueeze(h, 0), {Expr(E), s, Expr(H)}) * per_expert(chosen);
-    Tensor gu = matmul(xs, transpose(wgu, 1, 2));
-    Tensor act = silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I);
-    Tensor d = matmul(act * per_expert(weights), transpose(wd, 1, 2));
-    (x + sum(d, {0})).output("out");
+    (x + testing::gated_experts(g, h, chosen, weights, E, I, H)).output("out");
     const Graph plan = compiled(g);
     const PlanKernels kernels = generate_plan_kernels(plan);
     int ones = 0;

@@ -42,6 +42,30 @@ inline ModelConfig fixture_config(const std::string& name) {
   return ModelConfig::from_json_text(s.str(), name);
 }
 
+// The decoder's top-k choice over a token's `n` values [s, n] (src/models/decoder_graph.cpp,
+// route()): 1 where fewer than k values come before it (larger, or equal at a lower index),
+// else 0, as a fused count.
+inline Tensor top_k_chosen(Graph& g, const Tensor& probs, int64_t n, int64_t k) {
+  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
+  Tensor lower = lt(unsqueeze(arange(g, 0, n), 0), unsqueeze(arange(g, 0, n), 1));  // [e, e']: e' < e
+  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
+  return cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(k))), DType::F32);
+}
+
+// An MoE's experts as the decoder runs them over h [s, H]: the gate/up experts' inputs scaled by
+// `chosen` [s, E], act(gate) * up, the down experts' inputs scaled by `weights` [s, E], the sum
+// over experts. Weights are the bf16 inputs "w_gu" [E, 2I, H] and "w_d" [E, H, I].
+inline Tensor gated_experts(Graph& g, const Tensor& h, const Tensor& chosen, const Tensor& weights, int64_t E, int64_t I, int64_t H) {
+  const Expr s = h.shape()[0];
+  Tensor wgu = cast(input(g, "w_gu", DType::BF16, {E, 2 * I, H}), DType::F32);
+  Tensor wd = cast(input(g, "w_d", DType::BF16, {E, H, I}), DType::F32);
+  auto per_expert = [](const Tensor& r) { return unsqueeze(permute(r, {1, 0}), 2); };  // [E, s, 1]
+  Tensor xs = expand(unsqueeze(h, 0), {Expr(E), s, Expr(H)}) * per_expert(chosen);
+  Tensor gu = matmul(xs, transpose(wgu, 1, 2));
+  Tensor act = silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I);
+  return sum(matmul(act * per_expert(weights), transpose(wd, 1, 2)), {0});
+}
+
 inline const std::vector<int64_t>& s_values() {
   static const std::vector<int64_t> v{1, 4, 67};
   return v;

@@ -72,20 +72,10 @@ Graph moe_block(int64_t E, int64_t K, int64_t I, int64_t H) {
   Tensor x = input(g, "x", DType::F32, {s, H});
   Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
   Tensor probs = softmax(linear(h, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt), -1);
-  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
-  Tensor lower = lt(unsqueeze(arange(g, 0, E), 0), unsqueeze(arange(g, 0, E), 1));
-  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
-  Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(K))), DType::F32);
+  Tensor chosen = testing::top_k_chosen(g, probs, E, K);
   Tensor w = probs * chosen;
   w = w / sum(w, {-1}, true);
-  Tensor wgu = cast(input(g, "w_gu", DType::BF16, {E, 2 * I, H}), DType::F32);
-  Tensor wd = cast(input(g, "w_d", DType::BF16, {E, H, I}), DType::F32);
-  auto per_expert = [](const Tensor& r) { return unsqueeze(permute(r, {1, 0}), 2); };
-  Tensor xs = expand(unsqueeze(h, 0), {Expr(E), s, Expr(H)}) * per_expert(chosen);
-  Tensor gu = matmul(xs, transpose(wgu, 1, 2));
-  Tensor act = silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I);
-  Tensor d = matmul(act * per_expert(w), transpose(wd, 1, 2));
-  (x + sum(d, {0})).output("out");
+  (x + testing::gated_experts(g, h, chosen, w, E, I, H)).output("out");
   w.output("weights");
   return g;
 }

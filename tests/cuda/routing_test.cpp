@@ -30,10 +30,7 @@ Graph routing(int64_t experts = 16, int64_t k = 4, int64_t hidden = kHidden, boo
   if (normed) x = rms_norm(x, cast(input(g, "gain", DType::BF16, {hidden}), DType::F32), 1e-6);
   Tensor router = cast(input(g, "router", DType::BF16, {experts, hidden}), DType::F32);
   Tensor probs = softmax(linear(x, router, std::nullopt), -1);
-  Tensor mine = unsqueeze(probs, 2), other = unsqueeze(probs, 1);
-  Tensor lower = lt(unsqueeze(arange(g, 0, experts), 0), unsqueeze(arange(g, 0, experts), 1));
-  Tensor before = logical_or(gt(other, mine), logical_and(eq(other, mine), lower));
-  Tensor chosen = cast(lt(sum(cast(before, DType::F32), {2}), full(g, {1}, static_cast<double>(k))), DType::F32);
+  Tensor chosen = testing::top_k_chosen(g, probs, experts, k);
   Tensor w = probs * chosen;
   (w / sum(w, {-1}, true)).output("weights");
   chosen.output("chosen");
