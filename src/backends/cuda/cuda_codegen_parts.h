@@ -274,7 +274,8 @@ std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType
 // default), 4.44 with none (session 27, one call). After attention, which leaves memory idle,
 // the o projection's whole weight (33.5 MB) gained nothing either: 4.335 ms a step against
 // 4.311 without (the same call, f32 and bf16 activations), the 8-layer MoE 0.685 against 0.681.
-// LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB and LUMINAL_CUDA_PREFETCH_MB set the two budgets.
+// LUMINAL_CUDA_PREFETCH_AFTER_ATTENTION_MB and LUMINAL_CUDA_PREFETCH_MB set the two budgets;
+// LUMINAL_CUDA_PREFETCH_WHOLE_KB prefetches any weight of at most that size whole (measuring).
 long long linear_prefetch_budget(const Node& producer);
 // Attention in two launches: `partial` runs one block per (group of kAttentionRows query rows
 // of a batch entry, slice of kAttentionChunk keys) and writes [max, sum, unnormalised row] per

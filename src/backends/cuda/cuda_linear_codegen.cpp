@@ -360,13 +360,30 @@ long long linear_prefetch_budget(const Node& producer) {
   return producer.kernel == "Attention" ? after_attention : otherwise;
 }
 
+// LUMINAL_CUDA_PREFETCH_WHOLE_KB: a weight of at most this many bytes is prefetched whole,
+// whatever the budget (an MoE's router, 0.5 MB, whose latency-bound GEMV follows the o
+// projection). For measuring; none by default.
+static long long whole_prefetch_limit() {
+  static const long long kb = [] {
+    const char* v = std::getenv("LUMINAL_CUDA_PREFETCH_WHOLE_KB");
+    return v ? std::max(0LL, std::atoll(v)) : 0LL;
+  }();
+  return kb << 10;
+}
+
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, long long budget_bytes,
                                    const Expr* half) {
   const size_t r = a ? a->shape.size() : 0;
-  if (!a || !b || r < 2 || b->shape.size() != r || budget_bytes <= 0) return "";
+  if (!a || !b || r < 2 || b->shape.size() != r) return "";
+  const size_t bytes = dtype_size(w_dtype);
+  const Expr& n_cols = half ? *half : b->shape[r - 1];
+  if (n_cols.is_const() && a->shape[r - 1].is_const()) {
+    const long long whole = n_cols.value() * (half ? 2 : 1) * a->shape[r - 1].value() * static_cast<long long>(bytes);
+    if (whole <= whole_prefetch_limit()) budget_bytes = std::max(budget_bytes, whole);
+  }
+  if (budget_bytes <= 0) return "";
   for (size_t d = 0; d + 2 < r; ++d)
     if (!a->shape[d].is_const(1)) return "";
-  const size_t bytes = dtype_size(w_dtype);
   // A gated group's unit reads cols / 2 gate rows and the matching up rows (GatedEpilogue).
   const int cw = half ? v.cols / 2 : v.cols;
   // Each thread prefetches its team's units in the order the kernel reads them, whole weight
