@@ -23,7 +23,8 @@ constexpr int64_t kHidden = 24;
 // as a fused count, chosen when under k, and the chosen probabilities renormalised
 // (src/models/decoder_graph.cpp, route()). `normed`: the router reads an RMS norm of x with a
 // bf16 gain, as the decoder's does.
-Graph routing(int64_t experts = 16, int64_t k = 4, int64_t hidden = kHidden, bool normed = false) {
+// `mixed`: that many rows of a linear layer over the weights after them (output "mixed").
+Graph routing(int64_t experts = 16, int64_t k = 4, int64_t hidden = kHidden, bool normed = false, int64_t mixed = 0) {
   Graph g;
   const Expr s = Expr::var("s");
   Tensor x = input(g, "x", DType::F32, {s, hidden});
@@ -32,8 +33,10 @@ Graph routing(int64_t experts = 16, int64_t k = 4, int64_t hidden = kHidden, boo
   Tensor probs = softmax(linear(x, router, std::nullopt), -1);
   Tensor chosen = testing::top_k_chosen(g, probs, experts, k);
   Tensor w = probs * chosen;
-  (w / sum(w, {-1}, true)).output("weights");
+  Tensor weights = w / sum(w, {-1}, true);
+  weights.output("weights");
   chosen.output("chosen");
+  if (mixed > 0) linear(weights, cast(input(g, "mix", DType::BF16, {mixed, experts}), DType::F32), std::nullopt).output("mixed");
   return g;
 }
 
@@ -253,6 +256,68 @@ TEST(CudaBackend, SmallGroupsMatchTheReference) {
           EXPECT_EQ(cuda.small_groups_run() > before, on > 0 && s == 1) << "experts=" << experts << " s=" << s;
         }
       }
+    }
+  }
+}
+
+// The routing, then a linear layer of its weights (so that one follows the group in the plan's
+// order, as the next layer's q/k/v follows a decode's routing).
+Graph routing_then_linear(int64_t experts, int64_t k) { return routing(experts, k, kHidden, false, 40); }
+
+// With CodegenOptions::group_prefetch every group's function takes (lm_pf, lm_pfn) before the
+// dims and asks L2 for those bytes by bulk requests before its wait; without, neither.
+TEST(CudaCodegen, GroupsCanAskL2ForTheWeightsAfterThem) {
+  const Graph plan = compiled(routing_then_linear(128, 8));
+  for (bool on : {false, true}) {
+    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.group_prefetch = on});
+    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+    EXPECT_EQ(k.small_groups[0].prefetch, on);
+    const std::string* text = k.functions.find(k.small_groups[0].launch.function);
+    ASSERT_NE(text, nullptr);
+    const size_t bulk = text->find("lm_prefetch_l2_bulk(lm_pf"), wait = text->find("lm_grid_wait();");
+    EXPECT_EQ(bulk != std::string::npos, on);
+    EXPECT_EQ(text->find("unsigned long long lm_pfn, const long long* __restrict__ lm_dims)") != std::string::npos, on);
+    if (on) EXPECT_LT(bulk, wait);  // ahead of the wait: the weights are never written
+  }
+  if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
+  PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.group_prefetch = true});
+  k.drop_alternatives();
+  EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
+}
+
+// A group asking L2 for the next linear layer's weights (CudaOptions::group_prefetch_bytes, all
+// of them and a budget smaller than them, which must stay a whole number of 16-byte requests)
+// gives the reference's values: the parameters land where the function reads them (the dims
+// after them), and the emulator checks each request's alignment and reads both its ends.
+TEST(CudaBackend, GroupsAskingL2ForTheNextWeightsChangeNoValue) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  constexpr int64_t kExperts = 16;
+  const Graph g = routing_then_linear(kExperts, 4);
+  const Graph plan = compiled(g);
+  for (int64_t budget : {int64_t{1} << 20, int64_t{1000}, int64_t{0}}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.group_prefetch_bytes = budget});
+    for (int64_t s : {1, 3, 1}) {
+      const int64_t before = cuda.small_groups_run();
+      Interpreter ref(g);
+      const Buffer x = testing::random_buffer(DType::F32, {s, kHidden}, static_cast<uint32_t>(s * 7 + budget % 97), -1, 1);
+      const Buffer router = testing::random_buffer(DType::BF16, {kExperts, kHidden}, 5, -1, 1);
+      const Buffer mix = testing::random_buffer(DType::BF16, {40, kExperts}, 9, -1, 1);
+      for (const auto& [name, value] : {std::pair{"x", &x}, {"router", &router}, {"mix", &mix}}) {
+        ref.set_input(name, *value);
+        cuda.set_input(name, *value);
+      }
+      ref.run();
+      for (int rep = 0; rep < 3; ++rep) {
+        cuda.run();
+        for (const char* name : {"chosen", "weights", "mixed"}) {
+          const Buffer want = ref.output(name), got = cuda.output(name);
+          ASSERT_EQ(got.numel(), want.numel());
+          for (size_t i = 0; i < want.numel(); ++i)
+            ASSERT_NEAR(got.get(i), want.get(i), 1e-5) << name << "[" << i << "] s=" << s << " run " << rep + 1 << " budget " << budget;
+        }
+      }
+      EXPECT_EQ(cuda.small_groups_run() > before, s == 1) << "s=" << s << " budget " << budget;
     }
   }
 }

@@ -298,6 +298,14 @@ inline void lm_grid_release() {}
 inline void lm_grid_wait() {}  // launches run one after another here
 inline unsigned lm_dynamic_smem_size() { return lm_emu_dynamic_smem_bytes; }
 inline void lm_prefetch_l2(const void*) {}
+// No cache to fill here; the request must still be one the hardware takes (16-byte aligned, a
+// multiple of 16 bytes) and name memory that exists: both ends are read.
+inline void lm_prefetch_l2_bulk(const void* p, unsigned bytes) {
+  if (bytes == 0 || bytes % 16 != 0 || reinterpret_cast<uintptr_t>(p) % 16 != 0) __builtin_trap();
+  const volatile char* c = static_cast<const volatile char*>(p);
+  (void)c[0];
+  (void)c[bytes - 1];
+}
 inline unsigned lm_ld_relaxed_gpu(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 inline unsigned lm_ld_acquire_gpu(const unsigned* p) {
   const unsigned v = __atomic_load_n(p, __ATOMIC_ACQUIRE);

@@ -612,6 +612,14 @@ __device__ __forceinline__ unsigned lm_dynamic_smem_size() {
   return r;
 }
 __device__ __forceinline__ void lm_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+// `bytes` (a multiple of 16, from a 16-byte aligned address) asked of L2 by the tensor memory
+// accelerator in one request: one thread can cover megabytes where line prefetches would take
+// a block's issue slots.
+__device__ __forceinline__ void lm_prefetch_l2_bulk(const void* p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+#endif
+}
 __device__ __forceinline__ unsigned lm_ld_relaxed_gpu(const unsigned* p) {
   unsigned v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");

@@ -216,6 +216,10 @@ struct CodegenOptions {
   // kBlockThreads: its barriers then span a warp, and three of the routing's four members ran
   // on warp 0 alone anyway. CudaOptions::warp_groups.
   bool warp_groups = false;
+  // Every small group's function takes (lm_pf, lm_pfn) before the dims: null, or bytes of
+  // weights that its first warp asks of L2 by bulk requests ahead of its wait (the executor
+  // passes the next linear layer's). CudaOptions::group_prefetch_bytes.
+  bool group_prefetch = false;
   // fold_small_groups' twins of the gated experts' GEMVs. CudaOptions::fold_groups.
   bool fold_groups = false;
 };
@@ -263,6 +267,7 @@ struct SmallGroup {
   std::vector<int64_t> capacity;  // each member's values for one token (its shared array)
   Launch launch;
   bool counter = false;  // takes a zeroed uint32 (left zero) before the dims
+  bool prefetch = false;  // then (lm_pf, lm_pfn), CodegenOptions::group_prefetch
   // The members' code as the function has it (outputs lm_o<j>, leaves lm_l<l>, shared arrays
   // lm_s<j>) and the dims it reads, for fold_small_groups.
   std::string body;

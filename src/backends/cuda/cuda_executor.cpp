@@ -157,6 +157,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .index_values_in_groups = options_.index_values_in_groups,
                                                                 .top_ranks_in_groups = options_.top_ranks_in_groups,
                                                                 .warp_groups = options_.warp_groups,
+                                                                .group_prefetch = options_.group_prefetch_bytes > 0,
                                                                 .fold_groups = options_.fold_groups});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
@@ -286,6 +287,7 @@ void CudaExecutor::read_env_options() {
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
   if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
+  if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_PREFETCH_MB")) options_.group_prefetch_bytes = std::max(0LL, std::atoll(gp)) << 20;
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
   // For measuring wider refinements: LUMINAL_CUDA_REFINE_WITHIN=0.3 LUMINAL_CUDA_REFINE_RUNNERS_UP=8.
   if (const char* within = std::getenv("LUMINAL_CUDA_REFINE_WITHIN")) options_.refine_within = std::max(0.0, std::atof(within));
@@ -957,6 +959,11 @@ void CudaExecutor::run(bool wait) {
     for (size_t j = 1; j < grp.nodes.size(); ++j) in.push_back(live[grp.nodes[j]]->ptr);
     for (NodeId l : grp.leaves) in.push_back(ptr_of(l));
     if (grp.counter) in.push_back(zeroed_counters(grp.nodes[0], 1));
+    if (grp.prefetch) {
+      const auto [weights, bytes] = weights_after(at);
+      in.push_back(weights);
+      in.push_back(bytes);  // (a 64-bit value: the parameter is an unsigned long long)
+    }
     if (timer) timer->start();
     Launch l = grp.launch;
     // (At most a block a multiprocessor: a group's grid barrier needs them all resident.)

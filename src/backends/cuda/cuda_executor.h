@@ -176,6 +176,13 @@ struct CudaOptions {
   // CodegenOptions::warp_groups. Off until measured on a GPU (written in session 47 after its
   // device time ran out). Also LUMINAL_CUDA_GROUP_WARP=1.
   bool warp_groups = false;
+  // > 0: a small group asks L2, before its wait, for up to this many bytes of the weights of the
+  // first linear layer after it (a decode's routing: the next layer's q/k/v, 21 MB for
+  // Qwen3-30B-A3B), by bulk requests from one warp, so that memory streams them while the
+  // router and the routing run (CodegenOptions::group_prefetch). A design study had it 1.2 us a
+  // layer faster (docs/cuda_backend.md, "The next weights asked of L2"); off until measured in
+  // the compiler. Also LUMINAL_CUDA_GROUP_PREFETCH_MB.
+  int64_t group_prefetch_bytes = 0;
   // A one-block group read first by the gated experts' GEMV runs inside it (fold_small_groups,
   // NodeKernels::routed): one launch and one wait fewer a decode layer. Off by default: on the
   // H100 (session 47, 8-layer Qwen3-30B-A3B shape) the folded GEMV added 27 us a layer where the
@@ -532,6 +539,11 @@ class CudaExecutor {
   bool runs_small_group(size_t g);
   // Whether the norms the group's linear members fold in were deferred this run (see there).
   bool small_group_norms_deferred(const SmallGroup& grp) const;
+  // What a group launched at node `at` asks L2 for (SmallGroup::prefetch): the weights of the
+  // first linear layer (Matmul) after it in the plan's order, its whole group's where its
+  // members' weights lie end to end, at most options_.group_prefetch_bytes, a multiple of 16
+  // bytes; {0, 0} where there is none.
+  std::pair<DevicePtr, uint64_t> weights_after(NodeId at) const;
   // Attention's one-launch split (NodeKernels::once) counts finished blocks per row group here:
   // `count` uint32 values, zero (the kernel leaves them so), at a fixed address per node.
   DevicePtr zeroed_counters(NodeId id, int64_t count);

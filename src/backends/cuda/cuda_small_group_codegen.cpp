@@ -610,6 +610,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     for (size_t j = 1; j < nodes.size(); ++j) text << ", char* __restrict__ lm_o" << j;
     for (size_t l = 0; l < grp.leaves.size(); ++l) text << ", const char* __restrict__ lm_l" << l;
     if (blocks > 1) text << ", char* __restrict__ lm_cnt";
+    if (options.group_prefetch) text << ", const char* __restrict__ lm_pf, const unsigned long long lm_pfn";
     text << ", const long long* __restrict__ lm_dims) {\n";
     for (const std::string& d : dims) {
       const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
@@ -617,7 +618,14 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       text << "  const long long " << d << " = lm_dims[" << (it - graph_dims.begin()) << "];\n";
     }
     for (size_t j = 0; j < nodes.size(); ++j) text << "  __shared__ float lm_s" << j << "[" << grp.capacity[j] << "];\n";
-    text << "  lm_grid_release();\n  lm_grid_wait();\n" << *body << "}\n";
+    text << "  lm_grid_release();\n";
+    // Weights are never written by kernels: asked for before the wait, 64 KB a request, a warp's
+    // lanes taking turns (lm_pfn a multiple of 16 from an aligned start; the executor sees to it).
+    if (options.group_prefetch)
+      text << "  if (lm_pf && threadIdx.x < 32)\n"
+           << "    for (unsigned long long lm_c = threadIdx.x * 65536ull; lm_c < lm_pfn; lm_c += 32ull * 65536ull)\n"
+           << "      lm_prefetch_l2_bulk(lm_pf + lm_c, (unsigned)(lm_pfn - lm_c < 65536ull ? lm_pfn - lm_c : 65536ull));\n";
+    text << "  lm_grid_wait();\n" << *body << "}\n";
     // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
     // more blocks and issues a warp's weight loads a few at a time between the products (a
     // trip to memory each), where they should all be in flight at once.
@@ -631,6 +639,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
     if (options.warp_groups && blocks == 1 && !linear) grp.launch.row_length = Expr(1);  // a warp (CudaExecutor::launch_shape)
     grp.counter = blocks > 1;
+    grp.prefetch = options.group_prefetch;
     grp.body = *body;
     grp.dims.assign(dims.begin(), dims.end());
     out.push_back(std::move(grp));

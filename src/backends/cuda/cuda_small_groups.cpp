@@ -54,4 +54,27 @@ bool CudaExecutor::runs_small_group(size_t g) {
   return true;
 }
 
+std::pair<DevicePtr, uint64_t> CudaExecutor::weights_after(NodeId at) const {
+  for (size_t p = position_[at] + 1; p < order_.size(); ++p) {
+    const Node& n = graph_.node(order_[p]);
+    const std::optional<NodeKernels>& k = kernels_.per_node[order_[p]];
+    if (n.op != OpKind::Kernel || n.kernel != "Matmul" || !k || !k->linear) continue;
+    const auto w = inputs_.find(n.inputs[1].src);
+    if (w == inputs_.end()) return {0, 0};  // its weight is computed: nothing to ask for early
+    DevicePtr start = w->second.ptr;
+    uint64_t bytes = w->second.bytes;
+    if (auto g = group_of_member_.find(order_[p]); g != group_of_member_.end()) {
+      const LinearGroup& grp = groups_[g->second];
+      bool placed = grp.base != 0;  // every member's weight in its place in the group's allocation
+      for (size_t i = 0; i < grp.weights.size() && placed; ++i) {
+        const auto m = inputs_.find(grp.weights[i]);
+        placed = m != inputs_.end() && m->second.ptr == grp.base + grp.offsets[i];
+      }
+      if (placed) start = grp.base, bytes = grp.offsets.back();
+    }
+    return {start, std::min<uint64_t>(bytes, static_cast<uint64_t>(options_.group_prefetch_bytes)) & ~uint64_t{15}};
+  }
+  return {0, 0};
+}
+
 }  // namespace luminal::cuda
