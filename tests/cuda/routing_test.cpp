@@ -277,7 +277,9 @@ TEST(CudaCodegen, GroupsCanAskL2ForTheWeightsAfterThem) {
     const size_t bulk = text->find("lm_prefetch_l2_bulk(lm_pf"), wait = text->find("lm_grid_wait();");
     EXPECT_EQ(bulk != std::string::npos, on);
     EXPECT_EQ(text->find("unsigned long long lm_pfn, const long long* __restrict__ lm_dims)") != std::string::npos, on);
-    if (on) EXPECT_LT(bulk, wait);  // ahead of the wait: the weights are never written
+    if (on) {
+      EXPECT_LT(bulk, wait);  // ahead of the wait: the weights are never written
+    }
   }
   if (!nvrtc_unavailable_reason().empty()) GTEST_SKIP() << nvrtc_unavailable_reason();
   PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.group_prefetch = true});
