@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "backends/cuda/cuda_executor.h"
@@ -23,20 +21,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s CONFIG.json [reps]\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
-  if (!in) {
-    std::fprintf(stderr, "cannot read %s\n", argv[1]);
+  const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
+  Graph plan;
+  try {
+    const ModelConfig cfg = ModelConfig::from_json_file(argv[1]);
+    Graph g;
+    DecoderGraphOptions o;
+    o.context = 1024;
+    build_decoder(g, cfg, o);
+    plan = compile(g, CompileOptions{}).plan;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_codegen_time: %s\n", e.what());
     return 1;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
-  const ModelConfig cfg = ModelConfig::from_json_text(text.str(), argv[1]);
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 1024;
-  build_decoder(g, cfg, o);
-  const Graph plan = compile(g, CompileOptions{}).plan;
   for (bool top_ranks : {false, true}) {
     std::vector<double> ms;
     size_t functions = 0;

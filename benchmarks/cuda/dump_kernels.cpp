@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_executor.h"
@@ -40,11 +39,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::ifstream in(argv[1]);
-    if (!in) throw Error(std::string("cannot read ") + argv[1] + " (a Hugging Face config.json)");
-    std::stringstream text;
-    text << in.rdbuf();
-    const ModelConfig cfg = ModelConfig::from_json_text(text.str(), argv[1]);
+    const ModelConfig cfg = ModelConfig::from_json_file(argv[1]);
     Graph g;
     DecoderGraphOptions o;
     o.context = 64;

@@ -114,7 +114,9 @@ TEST(CudaBackend, FoldedRoutingGroupsMatchTheReference) {
           for (size_t i = 0; i < want.numel(); ++i)
             ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * (1 + std::abs(want.get(i)))) << name << "[" << i << "]" << at;
         }
-        if (rep == 0) EXPECT_EQ(cuda.small_groups_folded() > before, on && rows == 1) << at;
+        if (rep == 0) {
+          EXPECT_EQ(cuda.small_groups_folded() > before, on && rows == 1) << at;
+        }
       }
     }
   }

@@ -148,7 +148,9 @@ TEST(CudaBackend, TopRanksMatchTheReference) {
             ASSERT_NEAR(got_w.get(i), want_w.get(i), 1e-6) << "weights" << at;
         }
       }
-      if (round == 0) EXPECT_GT(cuda.small_groups_run(), before);  // launched one by one before the graph is recorded
+      if (round == 0) {
+        EXPECT_GT(cuda.small_groups_run(), before);  // launched one by one before the graph is recorded
+      }
     }
   }
 }

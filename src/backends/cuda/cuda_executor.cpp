@@ -1378,11 +1378,16 @@ void CudaExecutor::find_linear_groups() {
   }
 }
 
-bool CudaExecutor::group_usable(LinearGroup& g) {
-  for (size_t i = 0; i < g.weights.size(); ++i) {  // every weight in place in the group's allocation
+bool CudaExecutor::weights_in_place(const LinearGroup& g) const {
+  for (size_t i = 0; i < g.weights.size(); ++i) {
     auto it = inputs_.find(g.weights[i]);
     if (it == inputs_.end() || !g.base || it->second.ptr != g.base + g.offsets[i]) return false;
   }
+  return true;
+}
+
+bool CudaExecutor::group_usable(LinearGroup& g) {
+  if (!weights_in_place(g)) return false;
   // Many rows go to the library (tensor cores): every member there, or none grouped.
   g.on_library = on_library(*kernels_.per_node[g.members[0]]->linear);
   if (!g.on_library) return true;

@@ -173,8 +173,8 @@ struct CudaOptions {
   // CodegenOptions::top_ranks_in_groups: the routing's group in one block, its ranks a warp's k
   // rounds of argmax. Also LUMINAL_CUDA_TOP_RANKS=0.
   bool top_ranks_in_groups = true;
-  // CodegenOptions::warp_groups. Off until measured on a GPU (written in session 47 after its
-  // device time ran out). Also LUMINAL_CUDA_GROUP_WARP=1.
+  // CodegenOptions::warp_groups. Off: slower on the H200 (session 48, full Qwen3-30B-A3B shape,
+  // TPOT 2.817 ms against 2.805). Also LUMINAL_CUDA_GROUP_WARP=1.
   bool warp_groups = false;
   // > 0: a small group asks L2, before its wait, for up to this many bytes of the weights of the
   // first linear layer after it (a decode's routing: the next layer's q/k/v, 21 MB for
@@ -432,6 +432,7 @@ class CudaExecutor {
   void read_env_options();
   void find_linear_groups();
   bool group_usable(LinearGroup& g);  // also decides g.on_library
+  bool weights_in_place(const LinearGroup& g) const;  // every member's weight at its offset in g.base
   void run_group(LinearGroup& g, DevicePtr activations, NodeId producer, bool capturing);
   // The gated product that is a library group's only reader, where the group's GEMMs may store
   // bf16 for it (bf16 activations; it reads every member, and them alone, as words_narrow's

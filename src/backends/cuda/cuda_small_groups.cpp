@@ -63,15 +63,8 @@ std::pair<DevicePtr, uint64_t> CudaExecutor::weights_after(NodeId at) const {
     if (w == inputs_.end()) return {0, 0};  // its weight is computed: nothing to ask for early
     DevicePtr start = w->second.ptr;
     uint64_t bytes = w->second.bytes;
-    if (auto g = group_of_member_.find(order_[p]); g != group_of_member_.end()) {
-      const LinearGroup& grp = groups_[g->second];
-      bool placed = grp.base != 0;  // every member's weight in its place in the group's allocation
-      for (size_t i = 0; i < grp.weights.size() && placed; ++i) {
-        const auto m = inputs_.find(grp.weights[i]);
-        placed = m != inputs_.end() && m->second.ptr == grp.base + grp.offsets[i];
-      }
-      if (placed) start = grp.base, bytes = grp.offsets.back();
-    }
+    if (auto g = group_of_member_.find(order_[p]); g != group_of_member_.end() && weights_in_place(groups_[g->second]))
+      start = groups_[g->second].base, bytes = groups_[g->second].offsets.back();
     return {start, std::min<uint64_t>(bytes, static_cast<uint64_t>(options_.group_prefetch_bytes)) & ~uint64_t{15}};
   }
   return {0, 0};
