@@ -51,9 +51,12 @@ int main(int argc, char** argv) {
     // LUMINAL_CUDA_FOLD_GROUPS=1: the gate/up experts' twins with the routing group inside.
     const char* top_ranks = std::getenv("LUMINAL_CUDA_TOP_RANKS");
     const char* fold = std::getenv("LUMINAL_CUDA_FOLD_GROUPS");
+    // LUMINAL_CUDA_GROUP_IN_PRODUCER=1: the routers' twins with the routing group in their last block.
+    const char* tail = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER");
     PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0",
                                                                .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0",
-                                                               .fold_groups = fold && std::string(fold) != "0"});
+                                                               .fold_groups = fold && std::string(fold) != "0",
+                                                               .groups_in_producers = tail && std::string(tail) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

@@ -157,6 +157,11 @@ struct NodeKernels {
   // outputs and leaves before the dims, running the group's code in every block after its wait
   // (block 0 storing the members) and reading its scales from that block's shared copy.
   std::shared_ptr<NodeKernels> routed;
+  // A linear layer's normed GEMV form with the one-block small group that reads its output
+  // (a decode's routing, after its router) run in its last block (fold_groups_into_producers):
+  // the same launches and schedules, each function taking the group's outputs, its other leaves
+  // and a zeroed counter (left zero) before the dims.
+  std::shared_ptr<NodeKernels> group_tail;
   // A fused kernel (Fused, FusedSum, FusedMax) reading Softmax `softmax_node` (over the last
   // axis, f32): the same work reading the softmax's input (the logits) where it read the
   // softmax, each block first computing row 0's max and sum, and block 0 storing row 0's
@@ -222,6 +227,8 @@ struct CodegenOptions {
   bool group_prefetch = false;
   // fold_small_groups' twins of the gated experts' GEMVs. CudaOptions::fold_groups.
   bool fold_groups = false;
+  // fold_groups_into_producers' twins of the routers' GEMVs. CudaOptions::groups_in_producers.
+  bool groups_in_producers = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
@@ -276,6 +283,10 @@ struct SmallGroup {
   // and whose gated forms have a twin (NodeKernels::routed) that runs this group's code first.
   std::optional<NodeId> fold_reader;
   size_t fold_member = 0;
+  // Set by fold_groups_into_producers: the linear layer whose output is the group's one
+  // computed leaf and whose normed GEMV forms have a twin (NodeKernels::group_tail) that runs
+  // the group in its last block.
+  std::optional<NodeId> tail_producer;
 };
 std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                                      const CodegenOptions& options = {});
@@ -287,6 +298,16 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
 // there were two, and the scales come from shared memory, not L2. Sets the groups' fold_reader.
 void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
                        const std::vector<std::string>& graph_dims, FunctionSet& functions);
+
+// A one-block group (no count of finished blocks, not folded into a reader) whose only computed
+// leaf is a linear layer with normed GEMV forms, all of its members after that layer (a decode's
+// routing and its router over the post-attention norm): each normed form gets a twin
+// (NodeKernels::group_tail, cuda_group_fold.cpp) whose last block, counted by an atomic after
+// every block has stored its outputs, runs the group. The executor can then run the group inside
+// the router's launch: one launch and one wait fewer a decode layer, where the group's own
+// launch waited for the router's whole grid. Sets the groups' tail_producer.
+void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                                const std::vector<std::string>& graph_dims, FunctionSet& functions);
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

@@ -89,6 +89,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
   }
   k.small_groups = small_groups(plan, dims, k.functions, options);
   if (options.fold_groups) fold_small_groups(plan, k.small_groups, k.per_node, dims, k.functions);
+  if (options.groups_in_producers) fold_groups_into_producers(plan, k.small_groups, k.per_node, dims, k.functions);
   return k;
 }
 
@@ -111,7 +112,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
     for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get(),
-                              extra[i]->routed.get()})
+                              extra[i]->routed.get(), extra[i]->group_tail.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
@@ -158,7 +159,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .top_ranks_in_groups = options_.top_ranks_in_groups,
                                                                 .warp_groups = options_.warp_groups,
                                                                 .group_prefetch = options_.group_prefetch_bytes > 0,
-                                                                .fold_groups = options_.fold_groups});
+                                                                .fold_groups = options_.fold_groups,
+                                                                .groups_in_producers = options_.groups_in_producers});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -213,7 +215,10 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
-    if (const auto& normed = kernels_.per_node[id]->normed) normed_forms_[id] = load_form(normed.get(), by_name);
+    if (const auto& normed = kernels_.per_node[id]->normed) {
+      normed_forms_[id] = load_form(normed.get(), by_name);
+      if (normed->group_tail) tail_forms_[static_cast<NodeId>(id)] = load_form(normed->group_tail.get(), by_name);
+    }
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
     if (const auto& one = kernels_.per_node[id]->experts_in_one) {
       experts_in_one_forms_[static_cast<NodeId>(id)] = load_form(one.get(), by_name);
@@ -286,6 +291,7 @@ void CudaExecutor::read_env_options() {
   if (const char* iv = std::getenv("LUMINAL_CUDA_GROUP_INDEX_VALUES")) options_.index_values_in_groups = std::string(iv) != "0";
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
+  if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER")) options_.groups_in_producers = std::string(gp) != "0";
   if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_PREFETCH_MB")) options_.group_prefetch_bytes = std::max(0LL, std::atoll(gp)) << 20;
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
@@ -944,6 +950,16 @@ void CudaExecutor::run(bool wait) {
     const bool normed_in = deferred_norms_.count(graph_.node(id).inputs[0].src) > 0;
     return (normed_in ? routed_normed_forms_ : routed_forms_).count(id) > 0;
   };
+  // The group that router `id` runs in its last block this run (groups_in_producers), if any.
+  auto group_in_producer = [&](NodeId id) -> std::optional<size_t> {
+    if (!options_.groups_in_producers) return std::nullopt;
+    const auto t = tail_group_of_.find(id);
+    if (t == tail_group_of_.end() || keeps(id)) return std::nullopt;
+    const SmallGroup& grp = kernels_.small_groups[t->second];
+    if (!runs_small_group(t->second) || !small_group_norms_deferred(grp) || (grp.fold_reader && folds_group_here(*grp.fold_reader)))
+      return std::nullopt;
+    return t->second;
+  };
   // Group g has run (launched, or inside its reader's GEMV) at node `at`: the members up to it
   // let their inputs go; the later ones will as they come.
   auto group_ran = [&](size_t g, NodeId at) {
@@ -1004,9 +1020,12 @@ void CudaExecutor::run(bool wait) {
     if (auto sg = small_group_of_.find(id); sg != small_group_of_.end()) {
       SmallGroupRun& r = small_group_runs_[sg->second];
       const SmallGroup& grp = kernels_.small_groups[sg->second];
-      if (id == grp.nodes[0]) r.active = runs_small_group(sg->second) && small_group_norms_deferred(grp);
+      if (id == grp.nodes[0]) r.active = r.in_producer || (runs_small_group(sg->second) && small_group_norms_deferred(grp));
       if (r.active) {  // one launch at launch_at computes every member (the ones before it wait for it)
-        if (id == r.launch_at) {
+        if (id == r.launch_at && r.in_producer) {  // its producer's last block computed them
+          r.in_producer = false;
+          group_ran(sg->second, id);
+        } else if (id == r.launch_at) {
           flush_pending();
           for (NodeId m : grp.nodes) live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
           r.deferred = grp.fold_reader && folds_group_here(*grp.fold_reader);
@@ -1279,7 +1298,24 @@ void CudaExecutor::run(bool wait) {
         first = 1;
       }
       if (normed) {  // defers_norm saw to it that this is the GEMV
-        run_form(normed_forms_.at(id), out.ptr, in, capture);
+        if (const std::optional<size_t> t = group_in_producer(id)) {
+          // The group reading it runs in its last block: the group's outputs, its other leaves
+          // and a counter go before the dims.
+          const SmallGroup& grp = kernels_.small_groups[*t];
+          for (NodeId m : grp.nodes) {
+            live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
+            fold_args_.push_back(live[m]->ptr);
+          }
+          for (NodeId l : grp.leaves)
+            if (l != id) fold_args_.push_back(ptr_of(l));
+          fold_args_.push_back(zeroed_counters(id, 1));
+          run_form(tail_forms_.at(id), out.ptr, in, capture);
+          fold_args_.clear();
+          small_group_runs_[*t].in_producer = true;
+          ++small_groups_in_producers_;
+        } else {
+          run_form(normed_forms_.at(id), out.ptr, in, capture);
+        }
       } else if (!(k.linear && n.dtype == DType::F32 && run_linear(*k.linear, out.ptr, in, n.inputs[0].src, residual_on_library))) {
         LM_ASSERT(!residual_on_library, "a residual sum folded for the library went to the GEMV");
         for (size_t i = first; i + 1 < k.launches.size(); ++i) launch(k.launches[i], k, functions_by_node_[id][i], out.ptr, in);

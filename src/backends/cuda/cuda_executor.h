@@ -188,6 +188,11 @@ struct CudaOptions {
   // H100 (session 47, 8-layer Qwen3-30B-A3B shape) the folded GEMV added 27 us a layer where the
   // group and the GEMV added 24.4, TPOT 0.755 ms against 0.733. Also LUMINAL_CUDA_FOLD_GROUPS=1.
   bool fold_groups = false;
+  // A one-block group whose only computed leaf is a router's normed GEMV runs in that GEMV's
+  // last block (fold_groups_into_producers, NodeKernels::group_tail): a decode's routing then
+  // launches nothing. Off until measured on a GPU (written in session 49, without one). Also
+  // LUMINAL_CUDA_GROUP_IN_PRODUCER=1.
+  bool groups_in_producers = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
@@ -294,6 +299,8 @@ class CudaExecutor {
   int64_t small_groups_run() const { return small_groups_run_; }
   // Small groups run inside their gate/up experts' GEMV (CudaOptions::fold_groups), launched one by one.
   int64_t small_groups_folded() const { return small_groups_folded_; }
+  // Small groups run in their router's last block (CudaOptions::groups_in_producers).
+  int64_t small_groups_in_producers() const { return small_groups_in_producers_; }
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
   int64_t refinements_tried() const { return refinements_tried_; }
   int64_t refinements_kept() const { return refinements_kept_; }
@@ -527,15 +534,22 @@ class CudaExecutor {
     // group inside its gated GEMV or, where it cannot, launches the group first; until then the
     // members' inputs stay live (their buffers are written only then).
     bool deferred = false;
+    // This run's group ran in its producer's last block (SmallGroup::tail_producer): its
+    // members have their buffers, and launch_at launches nothing.
+    bool in_producer = false;
   };
   std::vector<SmallGroupRun> small_group_runs_;
   std::map<NodeId, size_t> small_group_of_;  // member -> its group, for valid groups
   std::vector<size_t> position_;             // a node's place in order_
-  int64_t small_groups_run_ = 0, small_groups_folded_ = 0;
+  int64_t small_groups_run_ = 0, small_groups_folded_ = 0, small_groups_in_producers_ = 0;
   // The gated experts' GEMV forms with their scales' group inside (NodeKernels::routed), by the
   // gate/up node; fold_args_: a folded launch's group outputs and leaves (before the dims).
   std::map<NodeId, GemvForm> routed_forms_, routed_normed_forms_;
   std::vector<DevicePtr> fold_args_;
+  // The routers' normed GEMV forms with their group in the last block (NodeKernels::group_tail),
+  // by the router, and that group.
+  std::map<NodeId, GemvForm> tail_forms_;
+  std::map<NodeId, size_t> tail_group_of_;
   void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ and reader_lists_
   bool runs_small_group(size_t g);
   // Whether the norms the group's linear members fold in were deferred this run (see there).

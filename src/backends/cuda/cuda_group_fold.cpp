@@ -1,12 +1,15 @@
 // A one-block small group's code inside the gated experts' GEMV that reads its member as scales
-// (fold_small_groups, cuda_codegen.h).
+// (fold_small_groups), or in the last block of the router whose output it reads
+// (fold_groups_into_producers; both in cuda_codegen.h).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
 #include <string>
 
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_codegen_parts.h"
 #include "core/cache_paths.h"
 
 namespace luminal::cuda {
@@ -46,10 +49,10 @@ std::optional<std::string> with_group(const std::string& text, const SmallGroup&
   return out;
 }
 
-// A twin of form `f` whose functions run the group first (named by a hash of their text, added
-// to `functions`); null where any function is not of the expected form.
-std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims,
-                                         FunctionSet& functions) {
+// A twin of form `f` whose functions are `transform`ed (named `prefix` and a hash of their
+// text, added to `functions`); null where any function is not of the expected form.
+std::shared_ptr<NodeKernels> twin_of(const NodeKernels& f, const std::function<std::optional<std::string>(const std::string&)>& transform,
+                                     const std::string& prefix, FunctionSet& functions) {
   auto twin = std::make_shared<NodeKernels>();
   twin->launches = f.launches;
   twin->alternatives = f.alternatives;
@@ -59,9 +62,9 @@ std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup&
       if (!renamed.count(l.function)) {
         const std::string* text = functions.find(l.function);
         if (!text) return nullptr;
-        std::optional<std::string> t = with_group(*text, grp, scale, graph_dims);
+        std::optional<std::string> t = transform(*text);
         if (!t) return nullptr;
-        const std::string name = "lm_Routed_" + hash_key(*t);
+        const std::string name = prefix + hash_key(*t);
         const size_t at = t->find(l.function);
         if (at == std::string::npos) return nullptr;
         t->replace(at, l.function.size(), name);
@@ -76,13 +79,61 @@ std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup&
   return twin;
 }
 
+// A twin of form `f` whose functions run the group first.
+std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims,
+                                         FunctionSet& functions) {
+  return twin_of(f, [&](const std::string& text) { return with_group(text, grp, scale, graph_dims); }, "lm_Routed_", functions);
+}
+
+// `text` (a linear GEMV whose output is the group's leaf `leaf`) with the group's code in its
+// last block, after every block's stores: the group's outputs, its other leaves and a zeroed
+// counter (lm_gcnt, left zero) as parameters before the dims; the leaf read through lm_out (the
+// same buffer: a parameter of its own would break lm_out's __restrict__). nullopt where the
+// text is not of the expected form (one early return, before any work, that every block takes
+// alike, so that every block reaches the count or none does).
+std::optional<std::string> with_tail_group(const std::string& text, const SmallGroup& grp, size_t leaf, const std::vector<std::string>& graph_dims) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", uniform_return = "  if (lm_m <= 0 || lm_n <= 0) return;\n";
+  const size_t p = text.find(dims_param), end = text.rfind('}');
+  const size_t r = text.find("return;");
+  if (p == std::string::npos || end == std::string::npos || end < p || text.find("lm_gcnt") != std::string::npos ||
+      r == std::string::npos || text.find("return;", r + 1) != std::string::npos || text.find(uniform_return) + uniform_return.size() - 8 != r)
+    return std::nullopt;
+  std::string params;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
+  for (size_t l = 0; l < grp.leaves.size(); ++l)
+    if (l != leaf) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
+  params += "char* __restrict__ lm_gcnt, ";
+  std::string body = std::regex_replace(grp.body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), "lm_out");
+  body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
+  // One block runs it: it stores every member (a one-block group's body has no other use of its place).
+  body = std::regex_replace(body, std::regex(R"(if \(blockIdx\.x == 0\) )"), "");
+  if (body.find("blockIdx") != std::string::npos || body.find("gridDim") != std::string::npos || body.find("lm_grid_wait") != std::string::npos)
+    return std::nullopt;
+  // (LUMINAL_CUDA_SMALL_GROUP_RELEASE=0 counts with fences, as the groups' own counts do.)
+  static const bool release = gen::env_switch_on("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
+  std::string code = "  {  // The small group that reads this GEMV's output, in its last block.\n  __shared__ int lm_last;\n" +
+                     gen::last_block_count("(unsigned*)lm_gcnt", "gridDim.x - 1", release);
+  for (size_t j = 0; j < grp.nodes.size(); ++j)
+    code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
+  for (const std::string& d : grp.dims) {
+    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+    if (it == graph_dims.end()) return std::nullopt;
+    code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
+  }
+  code += "  {\n" + body + "  }\n  }\n";
+  std::string out = text;
+  out.insert(end, code);
+  out.insert(p, params);
+  return out;
+}
+
 }  // namespace
 
 void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
                        const std::vector<std::string>& graph_dims, FunctionSet& functions) {
   const std::vector<NodeId> order = plan.topo_order();
-  std::map<NodeId, size_t> position;
-  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
   for (SmallGroup& grp : groups) {
     if (grp.counter || grp.body.empty()) continue;
     const std::set<NodeId> members(grp.nodes.begin(), grp.nodes.end());
@@ -109,6 +160,37 @@ void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::
     if (normed) gated.normed->routed = normed;
     grp.fold_reader = *first;
     grp.fold_member = scale;
+  }
+}
+
+void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                                const std::vector<std::string>& graph_dims, FunctionSet& functions) {
+  const std::vector<NodeId> order = plan.topo_order();
+  std::map<NodeId, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  for (SmallGroup& grp : groups) {
+    if (grp.counter || grp.body.empty() || grp.fold_reader) continue;
+    // One computed leaf (the router's logits); any other is an input, there from the start.
+    std::optional<size_t> leaf;
+    bool ok = true;
+    for (size_t l = 0; l < grp.leaves.size(); ++l) {
+      if (plan.node(grp.leaves[l]).op == OpKind::Input) continue;
+      ok = ok && !leaf;
+      leaf = l;
+    }
+    if (!ok || !leaf) continue;
+    const NodeId producer = grp.leaves[*leaf];
+    const Node& n = plan.node(producer);
+    if (n.op != OpKind::Kernel || n.kernel != "Matmul" || n.dtype != DType::F32 || !per_node[producer] || !per_node[producer]->normed) continue;
+    // The group runs where its producer does: every member after it.
+    if (std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](NodeId m) { return position[m] < position[producer]; })) continue;
+    NodeKernels& normed = *per_node[producer]->normed;
+    const size_t at = *leaf;
+    std::shared_ptr<NodeKernels> twin =
+        twin_of(normed, [&](const std::string& text) { return with_tail_group(text, grp, at, graph_dims); }, "lm_GroupTail_", functions);
+    if (!twin) continue;
+    normed.group_tail = twin;
+    grp.tail_producer = producer;
   }
 }
 
