@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
       if (grouped->normed) list_form(list, label + " normed gated", grouped->normed->gated.get());
     }
     std::ofstream(dir / "kernels.cu") << k.source();
+    std::ofstream(dir / "plan.txt") << plan.dump();  // the nodes the functions are for
     std::cout << k.functions.texts.size() << " functions: " << (dir / "kernels.cu").string() << ", " << (dir / "schedules.txt").string() << "\n";
     if (const std::string why = nvrtc_unavailable_reason(); !why.empty()) {
       std::cout << "no cubin: " << why << "\n";

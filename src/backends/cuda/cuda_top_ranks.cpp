@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "backends/cuda/index_values.h"
 #include "core/error.h"
 #include "graph/fused_program.h"
 #include "runtime/buffer.h"
@@ -22,27 +23,6 @@ namespace {
 
 // The largest E (a small group's values a token) and k (a round is an argmax over a warp).
 constexpr int64_t kMaxValues = 1024, kMaxRounds = 32;
-constexpr int kMaxIndexDepth = 8;
-
-// The value of node `id` at flat position q, where it is an index value: an Iota, a constant, or
-// casts, sums, products, remainders and comparisons of such values through unmasked views.
-std::optional<double> index_value_at(const Graph& g, NodeId id, int64_t q, const DimMap& dims, int depth = 0) {
-  const Node& n = g.node(id);
-  if (n.op == OpKind::Iota) return convert_value(static_cast<double>(n.iota_expr.eval(dims, q)), n.dtype);
-  if (n.op == OpKind::Constant) return convert_value(n.constant, n.dtype);
-  const bool cheap = n.op == OpKind::Cast || n.op == OpKind::Add || n.op == OpKind::Mul || n.op == OpKind::Mod || n.op == OpKind::LessThan;
-  if (!cheap || depth >= kMaxIndexDepth || n.inputs.empty()) return std::nullopt;
-  double v[2] = {0, 0};
-  for (size_t i = 0; i < n.inputs.size() && i < 2; ++i) {
-    const IndexExprs ix = n.inputs[i].view.flat_index();
-    if (!ix.valid.is_const(1)) return std::nullopt;
-    const std::optional<double> x = index_value_at(g, n.inputs[i].src, ix.index.eval(dims, q), dims, depth + 1);
-    if (!x) return std::nullopt;
-    v[i] = *x;
-  }
-  if (n.op == OpKind::Cast) return convert_value(v[0], n.dtype);
-  return convert_value(binary_op(n.op, g.node(n.inputs[0].src).dtype, v[0], v[1]), n.dtype);
-}
 
 // Whether the program reads inputs a and b (floats) only as operands of f32 comparisons with
 // each other or with an infinite constant: its value then depends on them only through their
