@@ -53,10 +53,13 @@ int main(int argc, char** argv) {
     const char* fold = std::getenv("LUMINAL_CUDA_FOLD_GROUPS");
     // LUMINAL_CUDA_GROUP_IN_PRODUCER=1: the routers' twins with the routing group in their last block.
     const char* tail = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER");
+    // LUMINAL_CUDA_ATTENTION_NORMS=1: decode attention's twins that compute their q norms and new rows.
+    const char* norms = std::getenv("LUMINAL_CUDA_ATTENTION_NORMS");
     PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0",
                                                                .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0",
                                                                .fold_groups = fold && std::string(fold) != "0",
-                                                               .groups_in_producers = tail && std::string(tail) != "0"});
+                                                               .groups_in_producers = tail && std::string(tail) != "0",
+                                                               .attention_norms = norms && std::string(norms) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

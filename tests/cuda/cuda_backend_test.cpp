@@ -279,15 +279,7 @@ TEST(CudaCodegen, IdenticalLayersShareFunctions) {
 // Every Matmul of a real decoder plan is a linear layer for the fast paths (the GEMV, cuBLASLt):
 // one that is not runs on the generic kernel, orders of magnitude slower (docs/lessons.md).
 // A fixture decoder's plan with bf16 weights, as the CLI compiles it.
-Graph bf16_decoder_plan(const ModelConfig& config) {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  o.weight_dtype = DType::BF16;
-  build_decoder(g, config, o);
-  return compile(g, CompileOptions{}).plan;
-}
-Graph bf16_decoder_plan(const std::string& name) { return bf16_decoder_plan(fixture_config(name)); }
+using testing::bf16_decoder_plan;
 
 // How many of a plan's Matmul nodes there are, and how many are linear layers for the fast paths.
 std::pair<int, int> matmuls_and_linear(const Graph& plan, const PlanKernels& k) {
@@ -519,7 +511,9 @@ TEST(CudaCodegen, MoeExpertsCanRunInOneKernel) {
   EXPECT_EQ(ones, fixture_config("qwen3-moe-tiny").layers);
   PlanKernels only;
   only.functions = theirs;
-  if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", ""));
+  if (have_nvrtc()) {
+    EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", ""));
+  }
 }
 
 // With CodegenOptions::router_in_group each MoE layer's router joins its routing's small group
@@ -546,7 +540,9 @@ TEST(CudaCodegen, MoeRoutersCanJoinTheirRoutingGroups) {
       only.functions.texts.push_back(*k.functions.find(grp.launch.function));
     }
     EXPECT_EQ(routers, fixture_config(name).layers) << name;
-    if (have_nvrtc()) EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", "")) << name;
+    if (have_nvrtc()) {
+      EXPECT_NO_THROW(nvrtc_compile(only.source(), "sm_90", "")) << name;
+    }
   }
 }
 
@@ -614,8 +610,9 @@ TEST(CudaBackend, ExpertsInOneKernelMatchTheReference) {
           EXPECT_LE(worst, 1e-5 * largest + 1e-6) << "out" << at << ": largest " << largest;
         }
         // (LUMINAL_CUDA_EXPERTS_IN_ONE, when set, decides for both cases.)
-        if (!std::getenv("LUMINAL_CUDA_EXPERTS_IN_ONE"))
+        if (!std::getenv("LUMINAL_CUDA_EXPERTS_IN_ONE")) {
           EXPECT_EQ(cuda.experts_in_one_run() > before, on && rows == 1) << "H " << H << ", s=" << rows;
+        }
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "graph/graph.h"
+#include "models/decoder_graph.h"
 #include "models/model_config.h"
 #include "runtime/buffer.h"
 
@@ -41,6 +42,17 @@ inline ModelConfig fixture_config(const std::string& name) {
   s << in.rdbuf();
   return ModelConfig::from_json_text(s.str(), name);
 }
+
+// A fixture decoder's compiled plan with bf16 weights and a 32-token cache.
+inline Graph bf16_decoder_plan(const ModelConfig& config) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  o.weight_dtype = DType::BF16;
+  build_decoder(g, config, o);
+  return compile(g, CompileOptions{}).plan;
+}
+inline Graph bf16_decoder_plan(const std::string& name) { return bf16_decoder_plan(fixture_config(name)); }
 
 // The decoder's top-k choice over a token's `n` values [s, n] (src/models/decoder_graph.cpp,
 // route()): 1 where fewer than k values come before it (larger, or equal at a lower index),

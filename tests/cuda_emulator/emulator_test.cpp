@@ -114,7 +114,9 @@ extern "C" __global__ void convert(const float* in, float* half_back, unsigned* 
   for (size_t i = 0; i < in.size(); ++i) {
     const float want = static_cast<float>(static_cast<_Float16>(in[i]));
     EXPECT_EQ(std::memcmp(&half_back[i], &want, 4), 0) << in[i] << ": " << half_back[i] << " against " << want;
-    if (std::isfinite(in[i])) EXPECT_EQ(pairs[i], bf16(in[i]) | bf16(-in[i]) << 16) << in[i];
+    if (std::isfinite(in[i])) {
+      EXPECT_EQ(pairs[i], bf16(in[i]) | bf16(-in[i]) << 16) << in[i];
+    }
   }
   for (DevicePtr p : {d_in, d_half, d_pairs}) ctx.free(p);
 }

@@ -66,7 +66,7 @@ static bool count_by_release() {
 // one tree per sum takes 80, and lanes 2i and 2i + 1 end with sum i. The merge gives each
 // thread four columns of a row and a share of the slices, its loads all in flight together.
 // On the H200 (ncu, Llama-3-8B shape, 544 keys) the two launches took 10.4 + 4.5 us.
-std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype) {
+std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype, const AttentionFoldCode* fold) {
   static_assert(kAttentionRows == 4 && kAttentionChunk == 32 && kBlockThreads == 256, "the lane layout below assumes these");
   const std::optional<StridedKv> kv = strided_kv(n, dt);
   if (!kv) return std::nullopt;
@@ -77,6 +77,8 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
   const int64_t dk = dk_e.value(), dv = dv_e.value();
   // dv a multiple of 4: the merge reads the scratch's rows 16 bytes at a time.
   if (dk < 1 || dk > 128 || dv < 4 || dv > 128 || dv % 4 != 0) return std::nullopt;
+  // Folded, the new keys' and values' rows are the update's, of dk values each.
+  if (fold && (dv != dk || dt[1] != DType::F32 || dt[2] != DType::F32 || !q_row_index(n.inputs[0].view, dk))) return std::nullopt;
   const Expr rows = product_of(n.inputs[0].view.shape(), 0, r - 1);
   const DType t = dt[0];
   const std::string ninf = "__int_as_float((int)0xff800000u)";
@@ -107,6 +109,7 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "  const " << storage_type(dt[1]) << "* lm_K = (const " << storage_type(dt[1]) << "*)lm_in1;\n"
     << "  const " << storage_type(dt[2]) << "* lm_V = (const " << storage_type(dt[2]) << "*)lm_in2;\n"
     << mask_reader(n, dt[3], k->shape[r - 1])
+    << (fold ? fold->loaders + "  const long long lm_S = " + c(fold->tokens) + ", lm_new0 = lm_keys - lm_S;\n" : std::string())
     // The warp's keys and values, then the group's q rows: every load in flight before the
     // first product.
     << "  float lm_kr[4][4], lm_vr[4][4], lm_qr[lm_R][4];\n"
@@ -115,8 +118,11 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << "    const long long lm_key = lm_k0 + lm_warp * 4 + lm_u;\n"
     << "    const bool lm_here = lm_key < lm_k1;\n"
     << row_loads("lm_kr", "lm_K", dt[1], *k, r, r - 1, r - 2, dk, kpad)
-    << row_loads("lm_vr", "lm_V", dt[2], *v, r, r - 2, r - 1, dv, vpad) << "  }\n";
-  if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk))
+    << row_loads("lm_vr", "lm_V", dt[2], *v, r, r - 2, r - 1, dv, vpad) << (fold ? folded_new_rows(*fold, *k, *v, r, dk) : std::string())
+    << "  }\n";
+  if (fold)
+    s << folded_q_rows(*fold, *q_row_index(n.inputs[0].view, dk), dk);
+  else if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk))
     s << "  #pragma unroll\n"
       << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"
       << "    const bool lm_in = lm_rr < lm_live;\n"

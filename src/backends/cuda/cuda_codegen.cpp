@@ -1,3 +1,4 @@
+#include "backends/cuda/cuda_attention_fold.h"
 #include "backends/cuda/cuda_codegen.h"
 
 #include <algorithm>
@@ -1404,6 +1405,21 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         static const bool prefetch = gen::env_switch_on("LUMINAL_CUDA_ATTENTION_PREFETCH");
         const std::string before_wait = prefetch ? split_attention_prefetch(n, dts, blocks) : std::string();
         r.once = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *once, functions, before_wait), Launch::Grid::Rows, blocks};
+        if (options.attention_norms)
+          if (const std::optional<AttentionNorms> f = attention_norms(g, id))
+            if (const std::optional<gen::AttentionFoldCode> code = gen::attention_fold_code(g, *f))
+              if (const std::optional<std::string> body = split_attention_once(n, dts, n.dtype, &*code)) {
+                w.set_named_params({"lm_qx", "lm_qg", "lm_qc", "lm_qs", "lm_kx", "lm_kg", "lm_kc", "lm_ks", "lm_vu"});
+                w.set_extra_outputs(4);  // the scratch, the counters, then the key and value caches
+                std::vector<std::string> dims;
+                for (NodeId m : {f->q_norm, f->k_norm, f->k_write, f->v_write})
+                  for (const std::string& d : node_dims(g.node(m))) dims.push_back(d);
+                w.set_extra_dims(dims);
+                r.once_folded = Launch{w.finish("  if (blockIdx.x >= " + c(blocks) + ") return;\n" + *body, functions, before_wait), Launch::Grid::Rows, blocks};
+                r.norms = *f;
+                w.set_named_params({});
+                w.set_extra_dims({});
+              }
         w.set_extra_outputs(0);
         r.once_slices = slices;
         r.once_counters = product_of(q, 0, rank - 2) * ceil_div(seq, Expr(kAttentionRows));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_attention_fold.h"
 #include "graph/graph.h"
 
 namespace luminal::cuda {
@@ -112,6 +113,12 @@ struct NodeKernels {
   std::optional<Launch> once;
   Expr once_slices = Expr(0), once_counters = Expr(0);
   int64_t once_max_slices = 0;
+  // `once` computing its own q norms and the new keys' and values' rows (cuda_attention_fold.h,
+  // CodegenOptions::attention_norms): after its inputs it takes the q norm's four inputs, the key
+  // norm's four and the value update's source; after the scratch and the counters, the key and
+  // value caches' buffers, where it stores the new rows. `norms` names the nodes it computes.
+  std::optional<Launch> once_folded;
+  std::optional<AttentionNorms> norms;
   Expr tiled_rows = Expr(0), tiled_keys = Expr(0);
   int64_t tiled_min_rows = 0;
   // Fused and RMSNormMul nodes that only linear layers read (as activations): the same work
@@ -229,6 +236,9 @@ struct CodegenOptions {
   bool fold_groups = false;
   // fold_groups_into_producers' twins of the routers' GEMVs. CudaOptions::groups_in_producers.
   bool groups_in_producers = false;
+  // Decode attention's twins that compute their q norms and new rows (NodeKernels::once_folded).
+  // CudaOptions::attention_norms.
+  bool attention_norms = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_attention_fold.h"
 #include "core/dtype.h"
 #include "graph/fused_program.h"
 #include "graph/graph.h"
@@ -294,7 +295,27 @@ std::optional<AttentionKernels> strided_attention(const Node& n, const std::vect
 // after its inputs. The merge is one block's work over every slice, so it serves up to
 // kSplitOnceMaxSlices slices (2048 keys); past that the two launches run.
 constexpr int kSplitOnceMaxSlices = 64;
-std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype);
+// What the one-launch decode attention needs to compute its q norms and its new keys' and values'
+// rows itself (cuda_attention_fold.h; the code in cuda_attention_fold_codegen.cpp): loaders over
+// the function's named parameters lm_qx, lm_qg, lm_qc, lm_qs (the q norm's inputs: x, gain, cos,
+// sin), lm_kx .. lm_ks (the key norm's) and lm_vu (the value update's source), as lambdas of a
+// flat index: lm_qld<i> and lm_kld<i> (input i of each norm at its output's index), lm_kup (the
+// key norm's index of the key update's element) and lm_vld (the value update's element). The new
+// rows are stored through lm_out3 (keys) and lm_out4 (values), the caches' buffers.
+struct AttentionFoldCode {
+  std::string loaders;
+  Expr tokens;              // S: the update's tokens; the new keys are the last S
+  float q_eps = 0, k_eps = 0;
+};
+std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype,
+                                                const AttentionFoldCode* fold = nullptr);
+// The fold's pieces (cuda_attention_fold_codegen.cpp): the loaders of node `f`'s nodes (nullopt
+// where a view does not fit), the q rows lm_qr normed and rotated from the q norm's inputs (row
+// lm_q's element 0 at `row` of the norm's output), and, inside split_attention_once's loop over
+// a warp's keys, a new key's rows from the projections (and stored into the caches).
+std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const cuda::AttentionNorms& f);
+std::string folded_q_rows(const AttentionFoldCode& f, const Expr& row, int64_t dk);
+std::string folded_new_rows(const AttentionFoldCode& f, const ViewLayer& k, const ViewLayer& v, size_t r, int64_t dk);
 // Its code before the wait (split_attention_prefetch, cuda_attention_decode_codegen.cpp): the
 // block's key and value rows asked of L2. "" where it has none.
 std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt, const Expr& blocks);

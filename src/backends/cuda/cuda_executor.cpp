@@ -122,6 +122,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->tiled_mma) used.insert(k->tiled_mma->function);
     if (k->tiled_mma_prep) used.insert(k->tiled_mma_prep->function);
     if (k->once) used.insert(k->once->function);
+    if (k->once_folded) used.insert(k->once_folded->function);
     if (k->words) used.insert(k->words->function);
     if (k->words_narrow) used.insert(k->words_narrow->function);
     if (k->softmax_fold) used.insert(k->softmax_fold->launches[0].function);
@@ -160,7 +161,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .warp_groups = options_.warp_groups,
                                                                 .group_prefetch = options_.group_prefetch_bytes > 0,
                                                                 .fold_groups = options_.fold_groups,
-                                                                .groups_in_producers = options_.groups_in_producers});
+                                                                .groups_in_producers = options_.groups_in_producers,
+                                                                .attention_norms = options_.attention_norms});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -212,6 +214,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
     if (kernels_.per_node[id]->tiled_mma) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma->function));
     if (kernels_.per_node[id]->tiled_mma_prep) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->tiled_mma_prep->function));
     if (kernels_.per_node[id]->once) functions_by_node_[id].push_back(by_name.at(kernels_.per_node[id]->once->function));  // last
+    if (kernels_.per_node[id]->once_folded) once_folded_functions_[static_cast<NodeId>(id)] = by_name.at(kernels_.per_node[id]->once_folded->function);
     for (const Launch& l : kernels_.per_node[id]->alternatives) alternative_functions_[id].push_back(by_name.at(l.function));
     if (kernels_.per_node[id]->words) words_functions_[id] = by_name.at(kernels_.per_node[id]->words->function);
     if (kernels_.per_node[id]->words_narrow) words_narrow_functions_[id] = by_name.at(kernels_.per_node[id]->words_narrow->function);
@@ -292,6 +295,7 @@ void CudaExecutor::read_env_options() {
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER")) options_.groups_in_producers = std::string(gp) != "0";
+  if (const char* an = std::getenv("LUMINAL_CUDA_ATTENTION_NORMS")) options_.attention_norms = std::string(an) != "0";
   if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_PREFETCH_MB")) options_.group_prefetch_bytes = std::max(0LL, std::atoll(gp)) << 20;
   if (const char* refine = std::getenv("LUMINAL_CUDA_REFINE")) options_.refine_in_step = std::string(refine) != "0";
@@ -897,6 +901,7 @@ void CudaExecutor::run(bool wait) {
   deferred_products_.clear();
   folded_softmaxes_.clear();
   folded_scatters_.clear();
+  plan_attention_folds();
   capturing_ = capture;
   end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
@@ -908,6 +913,7 @@ void CudaExecutor::run(bool wait) {
   auto ptr_of = [&](NodeId src) -> DevicePtr {
     if (deferred_norms_.count(src)) src = graph_.node(src).inputs[0].src;  // its readers norm its input
     if (deferred_products_.count(src)) return 0;                             // its sum reads its inputs
+    if (norms_in_attention_.count(src)) return 0;                            // its attention reads its inputs
     if (auto a = in_place.find(src); a != in_place.end()) return inputs_.at(a->second).ptr;
     if (graph_.node(src).op == OpKind::Input) return inputs_.at(src).ptr;
     LM_ASSERT(live[src].has_value(), "node " + std::to_string(src) + " read before it ran or after it was freed");
@@ -921,7 +927,7 @@ void CudaExecutor::run(bool wait) {
   std::function<void(const Node&, size_t)> release_inputs = [&](const Node& n, size_t from) {
     for (size_t k = from; k < n.inputs.size(); ++k) {
       NodeId s = n.inputs[k].src;
-      if (--uses[s] == 0 && (deferred_norms_.count(s) || deferred_products_.count(s)))
+      if (--uses[s] == 0 && (deferred_norms_.count(s) || deferred_products_.count(s) || norms_in_attention_.count(s)))
         release_inputs(graph_.node(s), 0);  // its readers are done with its inputs
       if (uses[s] == 0 && live[s]) {
         give_back(*live[s]);
@@ -997,6 +1003,19 @@ void CudaExecutor::run(bool wait) {
     const Node& n = graph_.node(id);
     if (n.op == OpKind::Input) continue;
     const NodeKernels& k = *kernels_.per_node[id];
+    if (auto f = attention_fold_of_.find(id); f != attention_fold_of_.end() && f->second != id) {
+      // Computed by its attention (plan_attention_folds): a norm launches nothing and keeps its
+      // inputs live for it; a cache write is its cache's buffer from here on (its index and
+      // update are let go when the attention has run).
+      if (n.op == OpKind::Scatter) {
+        in_place[id] = n.inputs[0].src;
+        ++input_versions_[n.inputs[0].src];
+        --uses[n.inputs[0].src];
+      } else {
+        norms_in_attention_.insert(id);
+      }
+      continue;
+    }
     if (folded_scatters_.erase(id)) {  // the kernel computing its update stored it (scatter_store_of)
       wrote_in_place(id, n);
       ++scatters_folded_;
@@ -1269,6 +1288,22 @@ void CudaExecutor::run(bool wait) {
       } else {
         launch(*k.tiled, k, functions_by_node_[id][tiled_at], out.ptr, in);
       }
+    } else if (attention_fold_of_.count(id)) {  // one launch that also computes the q norms and the new rows
+      const AttentionNorms& f = *k.norms;
+      DeviceBuffer scratch = take(DType::F32, {eval(*k.scratch_f32)});
+      std::vector<DevicePtr> with = in;
+      for (NodeId m : {f.q_norm, f.k_norm})
+        for (const Edge& e : graph_.node(m).inputs) with.push_back(ptr_of(e.src));
+      with.push_back(ptr_of(graph_.node(f.v_write).inputs[2].src));
+      with.push_back(scratch.ptr);
+      with.push_back(zeroed_counters(id, eval(k.once_counters)));
+      with.push_back(ptr_of(f.k_write));  // the caches' buffers
+      with.push_back(ptr_of(f.v_write));
+      launch(*k.once_folded, k, once_folded_functions_.at(id), out.ptr, with);
+      give_back(scratch);
+      release_inputs(graph_.node(f.k_write), 1);  // the writes' indices and updates
+      release_inputs(graph_.node(f.v_write), 1);
+      ++attention_norms_folded_;
     } else if (k.once && options_.attention_once && eval(k.once_slices) <= k.once_max_slices) {  // the split and the merge in one launch
       DeviceBuffer scratch = take(DType::F32, {eval(*k.scratch_f32)});
       std::vector<DevicePtr> with = in;

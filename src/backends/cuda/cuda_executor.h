@@ -99,6 +99,11 @@ struct CudaOptions {
   // A decode's attention as one launch (NodeKernels::once) where it applies; off: the split
   // and the merge as two launches. Also LUMINAL_CUDA_ATTENTION_ONCE=0.
   bool attention_once = true;
+  // A decode's one-launch attention computes its q norms and the new keys' and values' rows
+  // itself (NodeKernels::once_folded, cuda_attention_fold.h): the joined launch of the q and k
+  // norm-rotaries and the cache writes before it goes. Off until measured on a GPU (written in
+  // session 49, without one). Also LUMINAL_CUDA_ATTENTION_NORMS=1.
+  bool attention_norms = false;
   // A norm or gated product that only library GEMMs read stores their bf16 words itself
   // (NodeKernels::words) instead of f32 values converted after. Also LUMINAL_CUDA_WORDS=0.
   bool store_words = true;
@@ -301,6 +306,8 @@ class CudaExecutor {
   int64_t small_groups_folded() const { return small_groups_folded_; }
   // Small groups run in their router's last block (CudaOptions::groups_in_producers).
   int64_t small_groups_in_producers() const { return small_groups_in_producers_; }
+  // Attentions, since construction, that computed their q norms and new rows (attention_norms).
+  int64_t attention_norms_folded() const { return attention_norms_folded_; }
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
   int64_t refinements_tried() const { return refinements_tried_; }
   int64_t refinements_kept() const { return refinements_kept_; }
@@ -542,6 +549,15 @@ class CudaExecutor {
   std::map<NodeId, size_t> small_group_of_;  // member -> its group, for valid groups
   std::vector<size_t> position_;             // a node's place in order_
   int64_t small_groups_run_ = 0, small_groups_folded_ = 0, small_groups_in_producers_ = 0;
+  int64_t attention_norms_folded_ = 0;
+  // The attentions' folded one-launch functions (NodeKernels::once_folded), by the attention.
+  std::map<NodeId, void*> once_folded_functions_;
+  // This run's attentions that compute their norms and new rows, and each fold's other nodes
+  // (q norm, key norm, the two cache writes) with its attention; the norms it skipped (their
+  // inputs stay live until it runs).
+  std::map<NodeId, NodeId> attention_fold_of_;
+  std::set<NodeId> norms_in_attention_;
+  void plan_attention_folds();
   // The gated experts' GEMV forms with their scales' group inside (NodeKernels::routed), by the
   // gate/up node; fold_args_: a folded launch's group outputs and leaves (before the dims).
   std::map<NodeId, GemvForm> routed_forms_, routed_normed_forms_;
