@@ -27,29 +27,39 @@ std::string loader(const std::string& name, const std::string& param, const Edge
 
 // One lane's four values (p = lane * 4 + e) of a normed rotary row of `len` values: `x`(i) and
 // the gain `g`(i), cos `cs`(i), sin `sn`(i) at the norm's flat index i, where `at`(p) gives the
-// index of element p (its partner's too); into dst[0..3], 0 past the row or where `live` is
-// false. The sum of squares crosses the warp by shuffles (every lane of the warp must run it).
-// The arithmetic is RMSNormRotary's (cuda_codegen.cpp), in that order.
+// index of element p; into dst[0..3], 0 past the row or where `live` is false. The sum of
+// squares crosses the warp by shuffles, and so do the rotary partners' x and gain where `len` is
+// a power of two (element p's partner p ± len / 2 is then lane ^ len / 8's, same e): every lane
+// of the warp must run it. The arithmetic is RMSNormRotary's (cuda_codegen.cpp), in that order.
 std::string normed_rotary_lane(const std::string& dst, const std::string& live, const std::string& at, const std::string& ld, int64_t len,
                                float eps, const std::string& in) {
   const std::string L = std::to_string(len), H = std::to_string(len / 2);
+  const bool shuffled = len >= 8 && len <= 128 && (len & (len - 1)) == 0;
   std::ostringstream s;
   s << in << "{\n"
     << in << "  float lm_xs[4], lm_gs[4], lm_ps[4], lm_pg[4], lm_cs[4], lm_sn[4], lm_ss = 0.0f;\n"
     << in << "  #pragma unroll\n"
     << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << in << "    const long long lm_p = lm_lane * 4 + lm_e, lm_pp = lm_p < " << L << " - " << H << " ? lm_p + " << H << " : lm_p - (" << L
-    << " - " << H << ");\n"
+    << in << "    const long long lm_p = lm_lane * 4 + lm_e;\n"
     << in << "    const bool lm_nin = (" << live << ") && lm_p < " << L << ";\n"
-    << in << "    const long long lm_z = lm_nin ? " << at << "(lm_p) : 0, lm_zp = lm_nin ? " << at << "(lm_pp) : 0;\n"
+    << in << "    const long long lm_z = lm_nin ? " << at << "(lm_p) : 0;\n"
     << in << "    lm_xs[lm_e] = lm_nin ? " << ld << "0(lm_z) : 0.0f;\n"
     << in << "    lm_gs[lm_e] = lm_nin ? " << ld << "1(lm_z) : 0.0f;\n"
-    << in << "    lm_ps[lm_e] = lm_nin ? " << ld << "0(lm_zp) : 0.0f;\n"
-    << in << "    lm_pg[lm_e] = lm_nin ? " << ld << "1(lm_zp) : 0.0f;\n"
     << in << "    lm_cs[lm_e] = lm_nin ? " << ld << "2(lm_z) : 0.0f;\n"
-    << in << "    lm_sn[lm_e] = lm_nin ? " << ld << "3(lm_z) : 0.0f;\n"
-    << in << "  }\n"
-    << in << "  #pragma unroll\n"
+    << in << "    lm_sn[lm_e] = lm_nin ? " << ld << "3(lm_z) : 0.0f;\n";
+  if (!shuffled)
+    s << in << "    const long long lm_pp = lm_p < " << L << " - " << H << " ? lm_p + " << H << " : lm_p - (" << L << " - " << H << ");\n"
+      << in << "    const long long lm_zp = lm_nin ? " << at << "(lm_pp) : 0;\n"
+      << in << "    lm_ps[lm_e] = lm_nin ? " << ld << "0(lm_zp) : 0.0f;\n"
+      << in << "    lm_pg[lm_e] = lm_nin ? " << ld << "1(lm_zp) : 0.0f;\n";
+  s << in << "  }\n";
+  if (shuffled)
+    s << in << "  #pragma unroll\n"
+      << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+      << in << "    lm_ps[lm_e] = __shfl_xor_sync(0xffffffffu, lm_xs[lm_e], " << len / 8 << ");\n"
+      << in << "    lm_pg[lm_e] = __shfl_xor_sync(0xffffffffu, lm_gs[lm_e], " << len / 8 << ");\n"
+      << in << "  }\n";
+  s << in << "  #pragma unroll\n"
     << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) lm_ss += lm_xs[lm_e] * lm_xs[lm_e];\n"
     << in << "  for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_ss += __shfl_xor_sync(0xffffffffu, lm_ss, lm_o);\n"
     << in << "  const float lm_scale = 1.0f / sqrtf(lm_ss * (1.0f / (float)" << L << ") + " << float_lit(eps) << ");\n"
@@ -90,13 +100,25 @@ std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const Atten
 }
 
 std::string folded_q_rows(const AttentionFoldCode& f, const Expr& row, int64_t dk) {
+  // Warp w norms and rotates row w into shared memory (the eight warps would each need all four
+  // rows in registers: computed once, read back after a barrier).
   std::ostringstream s;
-  s << "  #pragma unroll\n"
-    << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {  // the q norm and rotary of each row, as it loads\n"
-    << "    const bool lm_in = lm_rr < lm_live;\n"
-    << "    const long long lm_q = lm_row0 + lm_rr, lm_qb = lm_in ? " << c(row) << " : 0;\n"
+  s << "  __shared__ __align__(16) float lm_qsh[lm_R][" << (dk + 3) / 4 * 4 << "];\n"
+    << "  if (lm_warp < lm_R) {  // the q norm and rotary of row lm_warp, as it loads\n"
+    << "    const bool lm_in = lm_warp < lm_live;\n"
+    << "    const long long lm_q = lm_row0 + lm_warp, lm_qb = lm_in ? " << c(row) << " : 0;\n"
     << "    auto lm_qat = [&](long long lm_p) { return lm_qb + lm_p; };\n"
-    << normed_rotary_lane("lm_qr[lm_rr]", "lm_in", "lm_qat", "lm_qld", dk, f.q_eps, "    ") << "  }\n";
+    << "    float lm_qn[4];\n"
+    << normed_rotary_lane("lm_qn", "lm_in", "lm_qat", "lm_qld", dk, f.q_eps, "    ")
+    << "    #pragma unroll\n"
+    << "    for (int lm_e = 0; lm_e < 4; ++lm_e)\n"
+    << "      if (lm_lane * 4 + lm_e < " << dk << ") lm_qsh[lm_warp][lm_lane * 4 + lm_e] = lm_qn[lm_e];\n"
+    << "  }\n"
+    << "  __syncthreads();\n"
+    << "  #pragma unroll\n"
+    << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_e = 0; lm_e < 4; ++lm_e) lm_qr[lm_rr][lm_e] = lm_lane * 4 + lm_e < " << dk << " ? lm_qsh[lm_rr][lm_lane * 4 + lm_e] : 0.0f;\n";
   return s.str();
 }
 
