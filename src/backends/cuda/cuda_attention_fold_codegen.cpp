@@ -82,7 +82,8 @@ std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const Atten
   const Node& k = g.node(f.k_norm);
   const Node& kw = g.node(f.k_write);
   const Node& vw = g.node(f.v_write);
-  if (!kw.inputs[2].view.flat_index().valid.is_const(1)) return std::nullopt;
+  const IndexExprs ki = kw.inputs[2].view.flat_index(), vi = vw.inputs[2].view.flat_index();
+  if (!ki.valid.is_const(1) || !vi.valid.is_const(1)) return std::nullopt;
   AttentionFoldCode code;
   std::ostringstream s;
   const char* names[] = {"x", "g", "c", "s"};
@@ -90,8 +91,17 @@ std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const Atten
     s << loader("lm_qld" + std::to_string(i), std::string("lm_q") + names[i], q.inputs[i], g.node(q.inputs[i].src).dtype);
     s << loader("lm_kld" + std::to_string(i), std::string("lm_k") + names[i], k.inputs[i], g.node(k.inputs[i].src).dtype);
   }
-  s << "  auto lm_kup = [&](long long lm_q) -> long long { return " << c(kw.inputs[2].view.flat_index().index) << "; };\n";
-  s << loader("lm_vld", "lm_vu", vw.inputs[2], g.node(vw.inputs[2].src).dtype);
+  s << "  auto lm_kup = [&](long long lm_q) -> long long { return " << c(ki.index) << "; };\n"
+    << "  auto lm_vup = [&](long long lm_q) -> long long { return " << c(vi.index) << "; };\n";
+  const DType vt = g.node(vw.inputs[2].src).dtype;
+  s << "  auto lm_vval = [&](long long lm_i) -> float { return (float)" << load(vt, "((const " + std::string(storage_type(vt)) + "*)lm_vu)[lm_i]")
+    << "; };\n";
+  // A row's elements one apart in both updates' sources (one unmasked layer, unit stride along
+  // the row): each row's first index found once, where every element's cost divisions by the dims.
+  auto row_linear = [](const View& v) {
+    return v.layers().size() == 1 && !v.layers()[0].masked() && v.layers()[0].strides.back().is_const(1);
+  };
+  code.rows_linear = row_linear(kw.inputs[2].view) && row_linear(vw.inputs[2].view);
   code.loaders = s.str();
   code.tokens = f.tokens;
   code.q_eps = q.constant;
@@ -126,9 +136,17 @@ std::string folded_new_rows(const AttentionFoldCode& f, const ViewLayer& k, cons
   std::ostringstream s;
   // Key lm_key of the warp's four is one this step writes: the same for every lane of the warp.
   s << "    if (lm_here && lm_key >= lm_new0) {  // a new key: its rows from the projections, then into the caches\n"
-    << "      const long long lm_u0 = (lm_b * lm_S + (lm_key - lm_new0)) * " << dk << ";  // the updates' element (b, s, 0)\n"
-    << "      auto lm_kat = [&](long long lm_p) { return lm_kup(lm_u0 + lm_p); };\n"
-    << "      float lm_kn[4];\n"
+    << "      const long long lm_u0 = (lm_b * lm_S + (lm_key - lm_new0)) * " << dk << ";  // the updates' element (b, s, 0)\n";
+  if (f.rows_linear)
+    s << "      const long long lm_kz0 = lm_kup(lm_u0), lm_vz0 = lm_vup(lm_u0);\n"
+      << "      auto lm_kat = [&](long long lm_p) { return lm_kz0 + lm_p; };\n"
+      << "      auto lm_vat = [&](long long lm_p) { return lm_vz0 + lm_p; };\n";
+  else
+    s << "      auto lm_kat = [&](long long lm_p) { return lm_kup(lm_u0 + lm_p); };\n"
+      << "      auto lm_vat = [&](long long lm_p) { return lm_vup(lm_u0 + lm_p); };\n";
+  s << "      float lm_kn[4], lm_vn[4];\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_e = 0; lm_e < 4; ++lm_e) lm_vn[lm_e] = lm_lane * 4 + lm_e < " << dk << " ? lm_vval(lm_vat(lm_lane * 4 + lm_e)) : 0.0f;\n"
     << normed_rotary_lane("lm_kn", "true", "lm_kat", "lm_kld", dk, f.k_eps, "      ")
     << "      const bool lm_kok = " << valid_cond(k, r, r - 2, "lm_key", r - 1) << ", lm_vok = " << valid_cond(v, r, r - 1, "lm_key", r - 2)
     << ";\n"
@@ -138,9 +156,8 @@ std::string folded_new_rows(const AttentionFoldCode& f, const ViewLayer& k, cons
     << "      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
     << "        const long long lm_p = lm_lane * 4 + lm_e;\n"
     << "        if (lm_p >= " << dk << ") continue;\n"
-    << "        const float lm_vn = lm_vld(lm_u0 + lm_p);\n"
     << "        if (lm_kok) { lm_kr[lm_u][lm_e] = lm_kn[lm_e]; ((float*)lm_out3)[lm_kb + lm_p * " << c(k.strides[r - 2]) << "] = lm_kn[lm_e]; }\n"
-    << "        if (lm_vok) { lm_vr[lm_u][lm_e] = lm_vn; ((float*)lm_out4)[lm_vb + lm_p * " << c(v.strides[r - 1]) << "] = lm_vn; }\n"
+    << "        if (lm_vok) { lm_vr[lm_u][lm_e] = lm_vn[lm_e]; ((float*)lm_out4)[lm_vb + lm_p * " << c(v.strides[r - 1]) << "] = lm_vn[lm_e]; }\n"
     << "      }\n"
     << "    }\n";
   return s.str();

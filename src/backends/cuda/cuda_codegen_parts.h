@@ -300,12 +300,14 @@ constexpr int kSplitOnceMaxSlices = 64;
 // the function's named parameters lm_qx, lm_qg, lm_qc, lm_qs (the q norm's inputs: x, gain, cos,
 // sin), lm_kx .. lm_ks (the key norm's) and lm_vu (the value update's source), as lambdas of a
 // flat index: lm_qld<i> and lm_kld<i> (input i of each norm at its output's index), lm_kup (the
-// key norm's index of the key update's element) and lm_vld (the value update's element). The new
+// key norm's index of the key update's element), lm_vup (lm_vu's index of the value update's
+// element) and lm_vval (lm_vu's value at an index). The new
 // rows are stored through lm_out3 (keys) and lm_out4 (values), the caches' buffers.
 struct AttentionFoldCode {
   std::string loaders;
   Expr tokens;              // S: the update's tokens; the new keys are the last S
   float q_eps = 0, k_eps = 0;
+  bool rows_linear = false;  // both updates read a row's elements one apart (row start + p)
 };
 std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype,
                                                 const AttentionFoldCode* fold = nullptr);
