@@ -1094,7 +1094,11 @@ TEST(CudaBackend, JoinedLaunchesChangeNoValue) {
     EXPECT_GT(joins_after_first, 0) << name;
     EXPECT_EQ(launched.joins_compiled(), joins_after_first) << name << ": the second pass compiled joins the first did not";
     EXPECT_EQ(single.launches_paired(), 0) << name;
-    EXPECT_GT(paired.scatters_folded(), 0) << name;  // the decode steps' key cache writes
+    // The decode steps' key cache writes (LUMINAL_CUDA_ATTENTION_NORMS=1 makes Qwen3's attention
+    // compute them instead, as measuring runs may set it).
+    if (!std::getenv("LUMINAL_CUDA_ATTENTION_NORMS") || name == "llama-tiny") {
+      EXPECT_GT(paired.scatters_folded(), 0) << name;
+    }
     EXPECT_EQ(unfolded.scatters_folded(), 0) << name;
     EXPECT_GT(paired.graph_stats().replayed, 0) << name;
   }
