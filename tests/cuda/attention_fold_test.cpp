@@ -120,7 +120,8 @@ TEST(CudaBackend, AttentionsComputingTheirNormsMatchTheUnfoldedSteps) {
       for (const Expr& e : n.shape) shape.push_back(e.value());
       weights[n.name] = n.name.rfind("cache", 0) == 0 ? Buffer(n.dtype, shape) : testing::random_buffer(n.dtype, shape, seed++, -0.5f, 0.5f);
     }
-    CudaExecutor folded(plan, "", CudaOptions{.tune_variants = false, .attention_norms = true}), plain(plan, "", CudaOptions{.tune_variants = false});
+    CudaExecutor folded(plan, "", CudaOptions{.tune_variants = false, .attention_norms = true}),
+        plain(plan, "", CudaOptions{.tune_variants = false, .attention_norms = false});
     for (CudaExecutor* cuda : {&folded, &plain})
       for (const auto& [n, b] : weights) cuda->set_input(n, b);
     int64_t past = 0;

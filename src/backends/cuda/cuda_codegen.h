@@ -237,7 +237,7 @@ struct CodegenOptions {
   // fold_groups_into_producers' twins of the routers' GEMVs. CudaOptions::groups_in_producers.
   bool groups_in_producers = false;
   // Decode attention's twins that compute their q norms and new rows (NodeKernels::once_folded).
-  // CudaOptions::attention_norms.
+  // CudaOptions::attention_norms (on there; off here, for the codegen's own callers).
   bool attention_norms = false;
 };
 
