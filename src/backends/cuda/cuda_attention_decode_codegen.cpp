@@ -112,16 +112,16 @@ std::optional<std::string> split_attention_once(const Node& n, const std::vector
     << (fold ? fold->loaders + "  const long long lm_S = " + c(fold->tokens) + ", lm_new0 = lm_keys - lm_S;\n" : std::string())
     // The warp's keys and values, then the group's q rows: every load in flight before the
     // first product.
+    << (fold ? folded_loads(*fold, *q_row_index(n.inputs[0].view, dk), dk) : std::string())
     << "  float lm_kr[4][4], lm_vr[4][4], lm_qr[lm_R][4];\n"
     << "  #pragma unroll\n"
     << "  for (int lm_u = 0; lm_u < 4; ++lm_u) {\n"
     << "    const long long lm_key = lm_k0 + lm_warp * 4 + lm_u;\n"
     << "    const bool lm_here = lm_key < lm_k1;\n"
     << row_loads("lm_kr", "lm_K", dt[1], *k, r, r - 1, r - 2, dk, kpad)
-    << row_loads("lm_vr", "lm_V", dt[2], *v, r, r - 2, r - 1, dv, vpad) << (fold ? folded_new_rows(*fold, *k, *v, r, dk) : std::string())
-    << "  }\n";
+    << row_loads("lm_vr", "lm_V", dt[2], *v, r, r - 2, r - 1, dv, vpad) << "  }\n";
   if (fold)
-    s << folded_q_rows(*fold, *q_row_index(n.inputs[0].view, dk), dk);
+    s << folded_rows(*fold, *k, *v, r, dk);
   else if (std::optional<Expr> row = q_row_index(n.inputs[0].view, dk))
     s << "  #pragma unroll\n"
       << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr) {\n"

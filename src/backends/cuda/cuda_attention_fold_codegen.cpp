@@ -25,50 +25,62 @@ std::string loader(const std::string& name, const std::string& param, const Edge
   return s.str();
 }
 
-// One lane's four values (p = lane * 4 + e) of a normed rotary row of `len` values: `x`(i) and
-// the gain `g`(i), cos `cs`(i), sin `sn`(i) at the norm's flat index i, where `at`(p) gives the
-// index of element p; into dst[0..3], 0 past the row or where `live` is false. The sum of
-// squares crosses the warp by shuffles, and so do the rotary partners' x and gain where `len` is
-// a power of two (element p's partner p ± len / 2 is then lane ^ len / 8's, same e): every lane
-// of the warp must run it. The arithmetic is RMSNormRotary's (cuda_codegen.cpp), in that order.
-std::string normed_rotary_lane(const std::string& dst, const std::string& live, const std::string& at, const std::string& ld, int64_t len,
-                               float eps, const std::string& in) {
+// A lane's four elements (p = lane * 4 + e) of a normed rotary row of `len` values, in two
+// steps so that the loads of several rows go out before any is waited on: the loads of x, the
+// gain, cos and sin at the norm's flat index `at`(p) through loaders `ld`0..3, into arrays named
+// with prefix `v` (and, where `len` is not a power of two, the rotary partners' x and gain);
+// then the values into dst[0..3], 0 past the row or where `live` is false. The sum of squares
+// crosses the warp by shuffles, and so do the partners' x and gain where `len` is a power of two
+// (element p's partner p ± len / 2 is then lane ^ len / 8's, same e): every lane of the warp
+// must run the second step. The arithmetic is RMSNormRotary's (cuda_codegen.cpp), in its order.
+bool partners_by_shuffle(int64_t len) { return len >= 8 && len <= 128 && (len & (len - 1)) == 0; }
+
+std::string normed_rotary_loads(const std::string& v, const std::string& live, const std::string& at, const std::string& ld, int64_t len,
+                                const std::string& in) {
   const std::string L = std::to_string(len), H = std::to_string(len / 2);
-  const bool shuffled = len >= 8 && len <= 128 && (len & (len - 1)) == 0;
   std::ostringstream s;
-  s << in << "{\n"
-    << in << "  float lm_xs[4], lm_gs[4], lm_ps[4], lm_pg[4], lm_cs[4], lm_sn[4], lm_ss = 0.0f;\n"
-    << in << "  #pragma unroll\n"
-    << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << in << "    const long long lm_p = lm_lane * 4 + lm_e;\n"
-    << in << "    const bool lm_nin = (" << live << ") && lm_p < " << L << ";\n"
-    << in << "    const long long lm_z = lm_nin ? " << at << "(lm_p) : 0;\n"
-    << in << "    lm_xs[lm_e] = lm_nin ? " << ld << "0(lm_z) : 0.0f;\n"
-    << in << "    lm_gs[lm_e] = lm_nin ? " << ld << "1(lm_z) : 0.0f;\n"
-    << in << "    lm_cs[lm_e] = lm_nin ? " << ld << "2(lm_z) : 0.0f;\n"
-    << in << "    lm_sn[lm_e] = lm_nin ? " << ld << "3(lm_z) : 0.0f;\n";
-  if (!shuffled)
-    s << in << "    const long long lm_pp = lm_p < " << L << " - " << H << " ? lm_p + " << H << " : lm_p - (" << L << " - " << H << ");\n"
-      << in << "    const long long lm_zp = lm_nin ? " << at << "(lm_pp) : 0;\n"
-      << in << "    lm_ps[lm_e] = lm_nin ? " << ld << "0(lm_zp) : 0.0f;\n"
-      << in << "    lm_pg[lm_e] = lm_nin ? " << ld << "1(lm_zp) : 0.0f;\n";
-  s << in << "  }\n";
-  if (shuffled)
+  s << in << "float " << v << "x[4], " << v << "g[4], " << v << "c[4], " << v << "s[4], " << v << "px[4], " << v << "pg[4];\n"
+    << in << "#pragma unroll\n"
+    << in << "for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << in << "  const long long lm_p = lm_lane * 4 + lm_e;\n"
+    << in << "  const bool lm_nin = (" << live << ") && lm_p < " << L << ";\n"
+    << in << "  const long long lm_z = lm_nin ? " << at << "(lm_p) : 0;\n"
+    << in << "  " << v << "x[lm_e] = lm_nin ? " << ld << "0(lm_z) : 0.0f;\n"
+    << in << "  " << v << "g[lm_e] = lm_nin ? " << ld << "1(lm_z) : 0.0f;\n"
+    << in << "  " << v << "c[lm_e] = lm_nin ? " << ld << "2(lm_z) : 0.0f;\n"
+    << in << "  " << v << "s[lm_e] = lm_nin ? " << ld << "3(lm_z) : 0.0f;\n";
+  if (!partners_by_shuffle(len))
+    s << in << "  const long long lm_pp = lm_p < " << L << " - " << H << " ? lm_p + " << H << " : lm_p - (" << L << " - " << H << ");\n"
+      << in << "  const long long lm_zp = lm_nin ? " << at << "(lm_pp) : 0;\n"
+      << in << "  " << v << "px[lm_e] = lm_nin ? " << ld << "0(lm_zp) : 0.0f;\n"
+      << in << "  " << v << "pg[lm_e] = lm_nin ? " << ld << "1(lm_zp) : 0.0f;\n";
+  s << in << "}\n";
+  return s.str();
+}
+
+std::string normed_rotary_values(const std::string& dst, const std::string& v, const std::string& live, int64_t len, float eps,
+                                 const std::string& in) {
+  const std::string L = std::to_string(len), H = std::to_string(len / 2);
+  std::ostringstream s;
+  s << in << "{\n";
+  if (partners_by_shuffle(len))
     s << in << "  #pragma unroll\n"
       << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-      << in << "    lm_ps[lm_e] = __shfl_xor_sync(0xffffffffu, lm_xs[lm_e], " << len / 8 << ");\n"
-      << in << "    lm_pg[lm_e] = __shfl_xor_sync(0xffffffffu, lm_gs[lm_e], " << len / 8 << ");\n"
+      << in << "    " << v << "px[lm_e] = __shfl_xor_sync(0xffffffffu, " << v << "x[lm_e], " << len / 8 << ");\n"
+      << in << "    " << v << "pg[lm_e] = __shfl_xor_sync(0xffffffffu, " << v << "g[lm_e], " << len / 8 << ");\n"
       << in << "  }\n";
-  s << in << "  #pragma unroll\n"
-    << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) lm_ss += lm_xs[lm_e] * lm_xs[lm_e];\n"
+  s << in << "  float lm_ss = 0.0f;\n"
+    << in << "  #pragma unroll\n"
+    << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) lm_ss += " << v << "x[lm_e] * " << v << "x[lm_e];\n"
     << in << "  for (int lm_o = 16; lm_o > 0; lm_o >>= 1) lm_ss += __shfl_xor_sync(0xffffffffu, lm_ss, lm_o);\n"
     << in << "  const float lm_scale = 1.0f / sqrtf(lm_ss * (1.0f / (float)" << L << ") + " << float_lit(eps) << ");\n"
     << in << "  #pragma unroll\n"
     << in << "  for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
     << in << "    const long long lm_p = lm_lane * 4 + lm_e;\n"
-    << in << "    const float lm_pn = (lm_ps[lm_e] * lm_scale) * lm_pg[lm_e];\n"
+    << in << "    const float lm_pn = (" << v << "px[lm_e] * lm_scale) * " << v << "pg[lm_e];\n"
     << in << "    const float lm_rot = lm_p < " << L << " - " << H << " ? -lm_pn : lm_pn;\n"
-    << in << "    const float lm_na = ((lm_xs[lm_e] * lm_scale) * lm_gs[lm_e]) * lm_cs[lm_e], lm_nb = lm_rot * lm_sn[lm_e];\n"
+    << in << "    const float lm_na = ((" << v << "x[lm_e] * lm_scale) * " << v << "g[lm_e]) * " << v << "c[lm_e], lm_nb = lm_rot * " << v
+    << "s[lm_e];\n"
     << in << "    " << dst << "[lm_e] = (" << live << ") && lm_p < " << L << " ? lm_na + lm_nb : 0.0f;\n"
     << in << "  }\n"
     << in << "}\n";
@@ -109,17 +121,67 @@ std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const Atten
   return code;
 }
 
-std::string folded_q_rows(const AttentionFoldCode& f, const Expr& row, int64_t dk) {
-  // Warp w norms and rotates row w into shared memory (the eight warps would each need all four
-  // rows in registers: computed once, read back after a barrier).
+std::string folded_loads(const AttentionFoldCode& f, const Expr& q_row, int64_t dk) {
+  (void)f;
   std::ostringstream s;
+  // Warp w's q row w (it norms the row for the block, below), read from the q projection.
+  s << "  const bool lm_qin = lm_warp < lm_R && lm_warp < lm_live;\n"
+    << "  const long long lm_qb = lm_qin ? [&] { const long long lm_q = lm_row0 + lm_warp; return (long long)(" << c(q_row) << "); }() : 0;\n"
+    << "  auto lm_qat = [&](long long lm_p) { return lm_qb + lm_p; };\n"
+    << normed_rotary_loads("lm_fq", "lm_qin", "lm_qat", "lm_qld", dk, "  ");
+  // The new key (the last: one token a step) and the warp whose four keys hold it: its key row
+  // from the key projection and its value row from the value projection.
+  s << "  const long long lm_nk = lm_keys - 1, lm_nu = lm_nk - (lm_k0 + lm_warp * 4);\n"
+    << "  const bool lm_nkw = lm_S == 1 && lm_nk < lm_k1 && lm_nu >= 0 && lm_nu < 4;\n"
+    << "  const long long lm_u0 = lm_b * " << dk << ";  // the updates' element (b, 0, 0)\n";
+  if (f.rows_linear)
+    s << "  const long long lm_kz0 = lm_nkw ? lm_kup(lm_u0) : 0, lm_vz0 = lm_nkw ? lm_vup(lm_u0) : 0;\n"
+      << "  auto lm_kat = [&](long long lm_p) { return lm_kz0 + lm_p; };\n"
+      << "  auto lm_vat = [&](long long lm_p) { return lm_vz0 + lm_p; };\n";
+  else
+    s << "  auto lm_kat = [&](long long lm_p) { return lm_kup(lm_u0 + lm_p); };\n"
+      << "  auto lm_vat = [&](long long lm_p) { return lm_vup(lm_u0 + lm_p); };\n";
+  s << normed_rotary_loads("lm_fk", "lm_nkw", "lm_kat", "lm_kld", dk, "  ")
+    << "  float lm_vn[4];\n"
+    << "  #pragma unroll\n"
+    << "  for (int lm_e = 0; lm_e < 4; ++lm_e) lm_vn[lm_e] = lm_nkw && lm_lane * 4 + lm_e < " << dk
+    << " ? lm_vval(lm_vat(lm_lane * 4 + lm_e)) : 0.0f;\n";
+  return s.str();
+}
+
+std::string folded_rows(const AttentionFoldCode& f, const ViewLayer& k, const ViewLayer& v, size_t r, int64_t dk) {
+  std::ostringstream s;
+  // The new key's rows in place of the cache's (not yet written), then into the caches (every
+  // row group's block holding the slice stores the same values).
+  s << "  if (lm_nkw) {  // the same for every lane of the warp\n"
+    << "    float lm_kn[4];\n"
+    << normed_rotary_values("lm_kn", "lm_fk", "true", dk, f.k_eps, "    ")
+    << "    const long long lm_key = lm_nk;\n"
+    << "    const bool lm_kok = " << valid_cond(k, r, r - 2, "lm_key", r - 1) << ", lm_vok = " << valid_cond(v, r, r - 1, "lm_key", r - 2) << ";\n"
+    << "    const long long lm_kb = lm_kok ? " << base_index(k, r, "lm_key", r - 1, r - 2) << " : 0, lm_vb = lm_vok ? "
+    << base_index(v, r, "lm_key", r - 2, r - 1) << " : 0;\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_u = 0; lm_u < 4; ++lm_u)\n"
+    << "      if (lm_u == lm_nu)\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << "          if (lm_kok) lm_kr[lm_u][lm_e] = lm_kn[lm_e];\n"
+    << "          if (lm_vok) lm_vr[lm_u][lm_e] = lm_vn[lm_e];\n"
+    << "        }\n"
+    << "    #pragma unroll\n"
+    << "    for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
+    << "      const long long lm_p = lm_lane * 4 + lm_e;\n"
+    << "      if (lm_p >= " << dk << ") continue;\n"
+    << "      if (lm_kok) ((float*)lm_out3)[lm_kb + lm_p * " << c(k.strides[r - 2]) << "] = lm_kn[lm_e];\n"
+    << "      if (lm_vok) ((float*)lm_out4)[lm_vb + lm_p * " << c(v.strides[r - 1]) << "] = lm_vn[lm_e];\n"
+    << "    }\n"
+    << "  }\n";
+  // Warp w norms and rotates the group's q row w into shared memory (the eight warps would each
+  // need all four rows in registers: computed once, read back after a barrier).
   s << "  __shared__ __align__(16) float lm_qsh[lm_R][" << (dk + 3) / 4 * 4 << "];\n"
-    << "  if (lm_warp < lm_R) {  // the q norm and rotary of row lm_warp, as it loads\n"
-    << "    const bool lm_in = lm_warp < lm_live;\n"
-    << "    const long long lm_q = lm_row0 + lm_warp, lm_qb = lm_in ? " << c(row) << " : 0;\n"
-    << "    auto lm_qat = [&](long long lm_p) { return lm_qb + lm_p; };\n"
+    << "  if (lm_warp < lm_R) {\n"
     << "    float lm_qn[4];\n"
-    << normed_rotary_lane("lm_qn", "lm_in", "lm_qat", "lm_qld", dk, f.q_eps, "    ")
+    << normed_rotary_values("lm_qn", "lm_fq", "lm_qin", dk, f.q_eps, "    ")
     << "    #pragma unroll\n"
     << "    for (int lm_e = 0; lm_e < 4; ++lm_e)\n"
     << "      if (lm_lane * 4 + lm_e < " << dk << ") lm_qsh[lm_warp][lm_lane * 4 + lm_e] = lm_qn[lm_e];\n"
@@ -129,37 +191,6 @@ std::string folded_q_rows(const AttentionFoldCode& f, const Expr& row, int64_t d
     << "  for (int lm_rr = 0; lm_rr < lm_R; ++lm_rr)\n"
     << "    #pragma unroll\n"
     << "    for (int lm_e = 0; lm_e < 4; ++lm_e) lm_qr[lm_rr][lm_e] = lm_lane * 4 + lm_e < " << dk << " ? lm_qsh[lm_rr][lm_lane * 4 + lm_e] : 0.0f;\n";
-  return s.str();
-}
-
-std::string folded_new_rows(const AttentionFoldCode& f, const ViewLayer& k, const ViewLayer& v, size_t r, int64_t dk) {
-  std::ostringstream s;
-  // Key lm_key of the warp's four is one this step writes: the same for every lane of the warp.
-  s << "    if (lm_here && lm_key >= lm_new0) {  // a new key: its rows from the projections, then into the caches\n"
-    << "      const long long lm_u0 = (lm_b * lm_S + (lm_key - lm_new0)) * " << dk << ";  // the updates' element (b, s, 0)\n";
-  if (f.rows_linear)
-    s << "      const long long lm_kz0 = lm_kup(lm_u0), lm_vz0 = lm_vup(lm_u0);\n"
-      << "      auto lm_kat = [&](long long lm_p) { return lm_kz0 + lm_p; };\n"
-      << "      auto lm_vat = [&](long long lm_p) { return lm_vz0 + lm_p; };\n";
-  else
-    s << "      auto lm_kat = [&](long long lm_p) { return lm_kup(lm_u0 + lm_p); };\n"
-      << "      auto lm_vat = [&](long long lm_p) { return lm_vup(lm_u0 + lm_p); };\n";
-  s << "      float lm_kn[4], lm_vn[4];\n"
-    << "      #pragma unroll\n"
-    << "      for (int lm_e = 0; lm_e < 4; ++lm_e) lm_vn[lm_e] = lm_lane * 4 + lm_e < " << dk << " ? lm_vval(lm_vat(lm_lane * 4 + lm_e)) : 0.0f;\n"
-    << normed_rotary_lane("lm_kn", "true", "lm_kat", "lm_kld", dk, f.k_eps, "      ")
-    << "      const bool lm_kok = " << valid_cond(k, r, r - 2, "lm_key", r - 1) << ", lm_vok = " << valid_cond(v, r, r - 1, "lm_key", r - 2)
-    << ";\n"
-    << "      const long long lm_kb = lm_kok ? " << base_index(k, r, "lm_key", r - 1, r - 2) << " : 0, lm_vb = lm_vok ? "
-    << base_index(v, r, "lm_key", r - 2, r - 1) << " : 0;\n"
-    << "      #pragma unroll\n"
-    << "      for (int lm_e = 0; lm_e < 4; ++lm_e) {\n"
-    << "        const long long lm_p = lm_lane * 4 + lm_e;\n"
-    << "        if (lm_p >= " << dk << ") continue;\n"
-    << "        if (lm_kok) { lm_kr[lm_u][lm_e] = lm_kn[lm_e]; ((float*)lm_out3)[lm_kb + lm_p * " << c(k.strides[r - 2]) << "] = lm_kn[lm_e]; }\n"
-    << "        if (lm_vok) { lm_vr[lm_u][lm_e] = lm_vn[lm_e]; ((float*)lm_out4)[lm_vb + lm_p * " << c(v.strides[r - 1]) << "] = lm_vn[lm_e]; }\n"
-    << "      }\n"
-    << "    }\n";
   return s.str();
 }
 

@@ -312,12 +312,14 @@ struct AttentionFoldCode {
 std::optional<std::string> split_attention_once(const Node& n, const std::vector<DType>& dt, DType out_dtype,
                                                 const AttentionFoldCode* fold = nullptr);
 // The fold's pieces (cuda_attention_fold_codegen.cpp): the loaders of node `f`'s nodes (nullopt
-// where a view does not fit), the q rows lm_qr normed and rotated from the q norm's inputs (row
-// lm_q's element 0 at `row` of the norm's output), and, inside split_attention_once's loop over
-// a warp's keys, a new key's rows from the projections (and stored into the caches).
+// where a view does not fit); before the keys' and values' rows load, the loads the fold needs
+// (warp w's q row w, its element 0 at `q_row` of the q norm's output for row lm_q; the new key's
+// projections, in the warp whose four keys hold it), so that all go out together; after them,
+// the new key's rows in place of the cache's (and stored into the caches), then the q rows lm_qr
+// normed and rotated, through shared memory. One new key a step: the twin runs where S is 1.
 std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const cuda::AttentionNorms& f);
-std::string folded_q_rows(const AttentionFoldCode& f, const Expr& row, int64_t dk);
-std::string folded_new_rows(const AttentionFoldCode& f, const ViewLayer& k, const ViewLayer& v, size_t r, int64_t dk);
+std::string folded_loads(const AttentionFoldCode& f, const Expr& q_row, int64_t dk);
+std::string folded_rows(const AttentionFoldCode& f, const ViewLayer& k, const ViewLayer& v, size_t r, int64_t dk);
 // Its code before the wait (split_attention_prefetch, cuda_attention_decode_codegen.cpp): the
 // block's key and value rows asked of L2. "" where it has none.
 std::string split_attention_prefetch(const Node& n, const std::vector<DType>& dt, const Expr& blocks);
