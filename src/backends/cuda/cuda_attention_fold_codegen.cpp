@@ -122,7 +122,6 @@ std::optional<AttentionFoldCode> attention_fold_code(const Graph& g, const Atten
 }
 
 std::string folded_loads(const AttentionFoldCode& f, const Expr& q_row, int64_t dk) {
-  (void)f;
   std::ostringstream s;
   // Warp w's q row w (it norms the row for the block, below), read from the q projection.
   s << "  const bool lm_qin = lm_warp < lm_R && lm_warp < lm_live;\n"
