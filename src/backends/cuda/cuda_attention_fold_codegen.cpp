@@ -128,9 +128,10 @@ std::string folded_loads(const AttentionFoldCode& f, const Expr& q_row, int64_t 
     << "  const long long lm_qb = lm_qin ? [&] { const long long lm_q = lm_row0 + lm_warp; return (long long)(" << c(q_row) << "); }() : 0;\n"
     << "  auto lm_qat = [&](long long lm_p) { return lm_qb + lm_p; };\n"
     << normed_rotary_loads("lm_fq", "lm_qin", "lm_qat", "lm_qld", dk, "  ");
-  // The new key (the last: one token a step) and the warp whose four keys hold it: its key row
-  // from the key projection and its value row from the value projection.
-  s << "  const long long lm_nk = lm_keys - 1, lm_nu = lm_nk - (lm_k0 + lm_warp * 4);\n"
+  // The new key (the first of the last S, and with one token a step the only one) and the warp
+  // whose four keys hold it: its key row from the key projection and its value row from the
+  // value projection.
+  s << "  const long long lm_nk = lm_new0, lm_nu = lm_nk - (lm_k0 + lm_warp * 4);\n"
     << "  const bool lm_nkw = lm_S == 1 && lm_nk < lm_k1 && lm_nu >= 0 && lm_nu < 4;\n"
     << "  const long long lm_u0 = lm_b * " << dk << ";  // the updates' element (b, 0, 0)\n";
   if (f.rows_linear)

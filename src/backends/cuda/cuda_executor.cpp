@@ -940,11 +940,13 @@ void CudaExecutor::run(bool wait) {
     }
   };
   // A scatter that wrote its destination's buffer: its value is that buffer, whose input changed.
-  auto wrote_in_place = [&](NodeId id, const Node& n) {
+  // Its index and update are let go unless `keep_inputs` (a write its attention does, which reads
+  // them later: plan_attention_folds).
+  auto wrote_in_place = [&](NodeId id, const Node& n, bool keep_inputs = false) {
     in_place[id] = n.inputs[0].src;
     ++input_versions_[n.inputs[0].src];
     --uses[n.inputs[0].src];
-    release_inputs(n, 1);
+    if (!keep_inputs) release_inputs(n, 1);
   };
   std::optional<Context::Timer> timer;
   if (profiling_) timer.emplace(ctx_);
@@ -1008,9 +1010,7 @@ void CudaExecutor::run(bool wait) {
       // inputs live for it; a cache write is its cache's buffer from here on (its index and
       // update are let go when the attention has run).
       if (n.op == OpKind::Scatter) {
-        in_place[id] = n.inputs[0].src;
-        ++input_versions_[n.inputs[0].src];
-        --uses[n.inputs[0].src];
+        wrote_in_place(id, n, true);
       } else {
         norms_in_attention_.insert(id);
       }

@@ -96,7 +96,7 @@ std::optional<std::string> with_tail_group(const std::string& text, const SmallG
   const size_t p = text.find(dims_param), end = text.rfind('}');
   const size_t r = text.find("return;");
   if (p == std::string::npos || end == std::string::npos || end < p || text.find("lm_gcnt") != std::string::npos ||
-      r == std::string::npos || text.find("return;", r + 1) != std::string::npos || text.find(uniform_return) + uniform_return.size() - 8 != r)
+      r == std::string::npos || text.find("return;", r + 1) != std::string::npos || text.find(uniform_return) + uniform_return.find("return;") != r)
     return std::nullopt;
   std::string params;
   for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
