@@ -67,6 +67,9 @@ struct Launch {
   // parameters, lm_sdst and lm_sidx, are null or the Scatter's destination and index, and then
   // it stores element z to lm_sdst[lm_sidx[z]] instead of its output.
   bool scatter_out = false;
+  // Blocks launched ahead of the grid `work` asks for, which its function runs apart
+  // (NodeKernels::router_logits: the router's logits beside the o projection).
+  int64_t extra_blocks = 0;
 };
 
 // A Matmul that is a linear layer, C[m, n] = A[m, k] · Wᵀ with W a row-major [n, k] matrix and
@@ -169,6 +172,10 @@ struct NodeKernels {
   // the same launches and schedules, each function taking the group's outputs, its other leaves
   // and a zeroed counter (left zero) before the dims.
   std::shared_ptr<NodeKernels> group_tail;
+  // An o projection's residual GEMV (its last launch and alternatives) with blocks of its own
+  // ahead of the GEMV's computing an MoE router's logits unscaled (fold_routers_through_o): each
+  // function takes M, A and the logits' buffer before the dims.
+  std::shared_ptr<NodeKernels> router_logits;
   // A fused kernel (Fused, FusedSum, FusedMax) reading Softmax `softmax_node` (over the last
   // axis, f32): the same work reading the softmax's input (the logits) where it read the
   // softmax, each block first computing row 0's max and sum, and block 0 storing row 0's
@@ -239,6 +246,8 @@ struct CodegenOptions {
   // Decode attention's twins that compute their q norms and new rows (NodeKernels::once_folded).
   // CudaOptions::attention_norms (on there; off here, for the codegen's own callers).
   bool attention_norms = false;
+  // fold_routers_through_o's twins. CudaOptions::routers_through_o.
+  bool routers_through_o = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
@@ -278,6 +287,20 @@ std::optional<JoinedFunction> joined_function(const std::vector<std::string>& te
 // and none is of a kind whose value the executor may leave unmade (a norm folded into its
 // GEMVs, expert products folded into their sum, a folded softmax).
 constexpr int64_t kSmallGroupMaxValues = 1024, kSmallGroupMaxInputs = 65536;
+// A routing group's router computed beside the o projection (fold_routers_through_o): router
+// logits = s · (M · attn + A · x), where h = x + o is the sum the router's RMS norm reads,
+// s = 1 / sqrt(mean(h²) + eps), A = W_r ⊙ gain (f32 [experts, hidden]) and M = A · W_o (f32
+// [experts, attention_width]), made once by `prep_function` (out: M then A; in: W_r, the gain,
+// W_o). The o projection's twin (NodeKernels::router_logits) stores the unscaled logits into
+// the router's buffer; `group_function`, the group's twin, takes h's buffer before the dims and
+// scales them as it reads them.
+struct RouterThroughO {
+  NodeId router = 0, norm = 0, sum = 0, o = 0, gain = 0, router_weight = 0, o_weight = 0;
+  int64_t experts = 0, hidden = 0, attention_width = 0;
+  float eps = 0;
+  bool gain_bf16 = false;
+  std::string group_function, prep_function;
+};
 struct SmallGroup {
   std::vector<NodeId> nodes;      // in the plan's topological order
   std::vector<NodeId> leaves;     // the values outside the group that members read
@@ -297,6 +320,8 @@ struct SmallGroup {
   // computed leaf and whose normed GEMV forms have a twin (NodeKernels::group_tail) that runs
   // the group in its last block.
   std::optional<NodeId> tail_producer;
+  // Set by fold_routers_through_o (below).
+  std::optional<RouterThroughO> router_through_o;
 };
 std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                                      const CodegenOptions& options = {});
@@ -318,6 +343,15 @@ void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::
 // launch waited for the router's whole grid. Sets the groups' tail_producer.
 void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
                                 const std::vector<std::string>& graph_dims, FunctionSet& functions);
+
+// A one-block group (no count, not folded elsewhere) whose one computed leaf is an MoE router
+// over RMSNormMul(x + o) with bf16 weights, o a linear layer on a bf16 weight whose GEMV adds a
+// residual, the router read by the group alone: the o projection's GEMV forms get a twin
+// (NodeKernels::router_logits) and the group a function (RouterThroughO, cuda_router_fold.cpp),
+// so that a decode runs the router inside the o projection's launch: one launch and one wait
+// fewer a layer. Sets the groups' router_through_o.
+void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                            FunctionSet& functions);
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

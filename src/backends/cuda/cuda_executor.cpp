@@ -90,6 +90,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
   k.small_groups = small_groups(plan, dims, k.functions, options);
   if (options.fold_groups) fold_small_groups(plan, k.small_groups, k.per_node, dims, k.functions);
   if (options.groups_in_producers) fold_groups_into_producers(plan, k.small_groups, k.per_node, dims, k.functions);
+  if (options.routers_through_o) fold_routers_through_o(plan, k.small_groups, k.per_node, k.functions);
   return k;
 }
 
@@ -112,7 +113,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
     for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get(),
-                              extra[i]->routed.get(), extra[i]->group_tail.get()})
+                              extra[i]->routed.get(), extra[i]->group_tail.get(), extra[i]->router_logits.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
   for (NodeKernels* k : extra) {
@@ -127,7 +128,10 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
     if (k->words_narrow) used.insert(k->words_narrow->function);
     if (k->softmax_fold) used.insert(k->softmax_fold->launches[0].function);
   }
-  for (const SmallGroup& g : small_groups) used.insert(g.launch.function);
+  for (const SmallGroup& g : small_groups) {
+    used.insert(g.launch.function);
+    if (g.router_through_o) used.insert(g.router_through_o->group_function), used.insert(g.router_through_o->prep_function);
+  }
   FunctionSet kept;
   for (size_t i = 0; i < functions.names.size(); ++i)
     if (used.count(functions.names[i])) {
@@ -162,7 +166,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .group_prefetch = options_.group_prefetch_bytes > 0,
                                                                 .fold_groups = options_.fold_groups,
                                                                 .groups_in_producers = options_.groups_in_producers,
-                                                                .attention_norms = options_.attention_norms});
+                                                                .attention_norms = options_.attention_norms,
+                                                                .routers_through_o = options_.routers_through_o});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -245,6 +250,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
       reader_lists_[e.src].push_back(id);
     }
   prepare_small_groups(by_name);
+  prepare_router_folds(by_name);
   for (LinearGroup& g : groups_) {
     const NodeKernels* normed = g.kernels.normed.get();
     const NodeKernels* forms[2][2] = {{&g.kernels, g.kernels.gated.get()}, {normed, normed ? normed->gated.get() : nullptr}};
@@ -295,6 +301,7 @@ void CudaExecutor::read_env_options() {
   if (const char* tr = std::getenv("LUMINAL_CUDA_TOP_RANKS")) options_.top_ranks_in_groups = std::string(tr) != "0";
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER")) options_.groups_in_producers = std::string(gp) != "0";
+  if (const char* ro = std::getenv("LUMINAL_CUDA_ROUTER_THROUGH_O")) options_.routers_through_o = std::string(ro) != "0";
   if (const char* an = std::getenv("LUMINAL_CUDA_ATTENTION_NORMS")) options_.attention_norms = std::string(an) != "0";
   if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_PREFETCH_MB")) options_.group_prefetch_bytes = std::max(0LL, std::atoll(gp)) << 20;
@@ -340,6 +347,8 @@ CudaExecutor::~CudaExecutor() {
   for (LinearGroup& g : groups_) ctx_.free(g.base);
   for (auto& [id, b] : counters_) ctx_.free(b.ptr);
   for (DevicePtr p : retired_counters_) ctx_.free(p);
+  for (auto& [o, r] : router_folds_)
+    if (r.weights) ctx_.free(r.weights);
   for (auto& [size, b] : free_) ctx_.free(b.ptr);
 }
 
@@ -579,7 +588,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
 std::pair<int64_t, int64_t> CudaExecutor::launch_shape(const Launch& l) {
   const int64_t work = eval(l.work);
   if (work <= 0) return {0, 0};
-  const int64_t blocks = l.grid == Launch::Grid::Elements ? grid_stride_blocks(work, l.blocks_per_sm, l.spread) : work;
+  const int64_t blocks = (l.grid == Launch::Grid::Elements ? grid_stride_blocks(work, l.blocks_per_sm, l.spread) : work) + l.extra_blocks;
   int64_t threads = kBlockThreads;
   if (l.grid == Launch::Grid::Rows && !l.row_length.is_const(0))  // about four of the row's elements a thread
     threads = std::clamp<int64_t>((eval(l.row_length) + 127) / 128 * 32, 32, kRowMaxThreads);
@@ -902,6 +911,7 @@ void CudaExecutor::run(bool wait) {
   folded_softmaxes_.clear();
   folded_scatters_.clear();
   plan_attention_folds();
+  routers_in_o_.clear();
   capturing_ = capture;
   end_pending();  // none held (a run that threw may have left one)
   gated_outputs_.clear();
@@ -988,11 +998,18 @@ void CudaExecutor::run(bool wait) {
       in.push_back(weights);
       in.push_back(bytes);  // (a 64-bit value: the parameter is an unsigned long long)
     }
+    void* function = small_group_runs_[g].function;
+    if (grp.router_through_o && routers_in_o_.erase(grp.router_through_o->router)) {
+      // Its router's logits came unscaled with the o projection: the twin scales them, from h.
+      function = router_folds_.at(grp.router_through_o->o).group_function;
+      fold_args_.push_back(ptr_of(grp.router_through_o->sum));
+    }
     if (timer) timer->start();
     Launch l = grp.launch;
     // (At most a block a multiprocessor: a group's grid barrier needs them all resident.)
     if (grp.counter && options_.small_group_blocks > 0) l.work = Expr(std::min(options_.small_group_blocks, ctx_.info().multiprocessors));
-    launch(l, *kernels_.per_node[grp.nodes[0]], small_group_runs_[g].function, live[grp.nodes[0]]->ptr, in);
+    launch(l, *kernels_.per_node[grp.nodes[0]], function, live[grp.nodes[0]]->ptr, in);
+    fold_args_.clear();
     if (timer) {
       ProfileEntry& p = profile_["SmallGroup"];
       p.label = "SmallGroup";
@@ -1014,6 +1031,10 @@ void CudaExecutor::run(bool wait) {
       } else {
         norms_in_attention_.insert(id);
       }
+      continue;
+    }
+    if (routers_in_o_.count(id)) {  // its o projection's launch computed it (router_fold_at)
+      release_inputs(n, 0);
       continue;
     }
     if (folded_scatters_.erase(id)) {  // the kernel computing its update stored it (scatter_store_of)
@@ -1332,7 +1353,19 @@ void CudaExecutor::run(bool wait) {
         }
         first = 1;
       }
-      if (normed) {  // defers_norm saw to it that this is the GEMV
+      const std::optional<size_t> router_fold =
+          normed || residual_on_library ? std::nullopt : router_fold_at(id, residual.has_value(), capture);
+      if (router_fold) {
+        // The router's logits too, unscaled, in blocks ahead of the GEMV's (M, A, the router's buffer).
+        const RouterThroughO& f = *kernels_.small_groups[*router_fold].router_through_o;
+        const RouterFold& r = router_folds_.at(id);
+        live[f.router] = take(DType::F32, concrete(graph_.node(f.router).shape));
+        fold_args_ = {r.weights, r.weights + static_cast<DevicePtr>(f.experts * f.attention_width * 4), live[f.router]->ptr};
+        run_form(r.form, out.ptr, in, capture);
+        fold_args_.clear();
+        routers_in_o_[f.router] = *router_fold;
+        ++routers_through_o_;
+      } else if (normed) {  // defers_norm saw to it that this is the GEMV
         if (const std::optional<size_t> t = group_in_producer(id)) {
           // The group reading it runs in its last block: the group's outputs, its other leaves
           // and a counter go before the dims.

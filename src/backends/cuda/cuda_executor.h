@@ -199,6 +199,11 @@ struct CudaOptions {
   // launches nothing. Off until measured on a GPU (written in session 49, without one). Also
   // LUMINAL_CUDA_GROUP_IN_PRODUCER=1.
   bool groups_in_producers = false;
+  // A decode's MoE router runs inside its o projection's launch, its logits from weights made
+  // once (fold_routers_through_o, RouterThroughO), scaled by the routing group: one launch and
+  // one wait fewer a layer. Off until measured on a GPU (written in session 50). Also
+  // LUMINAL_CUDA_ROUTER_THROUGH_O=1.
+  bool routers_through_o = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
@@ -307,6 +312,8 @@ class CudaExecutor {
   int64_t small_groups_folded() const { return small_groups_folded_; }
   // Small groups run in their router's last block (CudaOptions::groups_in_producers).
   int64_t small_groups_in_producers() const { return small_groups_in_producers_; }
+  // Routers run inside their o projection's launch (CudaOptions::routers_through_o).
+  int64_t routers_through_o() const { return routers_through_o_; }
   // Attentions, since construction, that computed their q norms and new rows (attention_norms).
   int64_t attention_norms_folded() const { return attention_norms_folded_; }
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
@@ -567,6 +574,24 @@ class CudaExecutor {
   // by the router, and that group.
   std::map<NodeId, GemvForm> tail_forms_;
   std::map<NodeId, size_t> tail_group_of_;
+  // Routers run inside their o projection's launch (CudaOptions::routers_through_o), by the o
+  // projection: its twin form, the group's function that scales the logits, the function that
+  // makes M and A, and those weights (M then A) with the versions of the weights they came from.
+  struct RouterFold {
+    size_t group = 0;
+    GemvForm form;
+    void* group_function = nullptr;
+    void* prep_function = nullptr;
+    DevicePtr weights = 0;
+    std::vector<uint64_t> versions;
+  };
+  std::map<NodeId, RouterFold> router_folds_;
+  std::map<NodeId, size_t> routers_in_o_;  // this run's: router -> its group
+  int64_t routers_through_o_ = 0;
+  void prepare_router_folds(const std::map<std::string, void*>& by_name);  // after prepare_small_groups
+  // The group whose router o's launch computes this run, its M and A made if need be; nullopt
+  // where it does not (not a decode, o's residual not on its GEMV, the group not launched).
+  std::optional<size_t> router_fold_at(NodeId o, bool gemv_residual, bool capture);
   void prepare_small_groups(const std::map<std::string, void*>& by_name);  // after order_ and reader_lists_
   bool runs_small_group(size_t g);
   // Whether the norms the group's linear members fold in were deferred this run (see there).

@@ -1,0 +1,258 @@
+// An MoE router computed beside the o projection (fold_routers_through_o, cuda_codegen.h).
+//
+// A decode's router reads rms_norm(h) · g with h = x + W_o · attn. Its logits are
+// s · (W_r ⊙ g) · h with s = 1 / sqrt(mean(h²) + eps), so, with A = W_r ⊙ g and M = A · W_o
+// (made once from the weights), s · (M · attn + A · x): everything but the scalar s comes
+// from what the o projection reads. The o projection's launch takes the unscaled logits in
+// blocks of its own, and the routing group, which read the logits anyway, first sums h's
+// squares for s. The router's launch and its wait on o are gone.
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_codegen_parts.h"
+#include "core/cache_paths.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+// A linear layer's weight read as a row-major [n, k] bf16 input, whole: n and k.
+std::optional<std::pair<int64_t, int64_t>> bf16_rows(const Graph& g, const Edge& e) {
+  const Node& w = g.node(e.src);
+  const ViewLayer* l = gen::plain_strided(e.view);
+  if (w.op != OpKind::Input || w.dtype != DType::BF16 || !l || l->shape.size() != 2 || !l->offset.is_const(0)) return std::nullopt;
+  const auto k = l->shape[0].as_const(), n = l->shape[1].as_const();
+  if (!k || !n || !l->strides[0].is_const(1) || !l->strides[1].is_const(*k) || w.shape.size() != 2) return std::nullopt;
+  return std::make_pair(*n, *k);
+}
+
+bool whole_in_order(const Graph& g, const Edge& e) {
+  return e.view.is_contiguous() && e.view.shape() == g.node(e.src).shape;
+}
+
+constexpr int kRowsPerBlock = 2;  // logits a block of the o projection's launch takes
+
+// `text` (a schedule of the o projection's residual GEMV) with kRowsPerBlock logits a block in
+// `blocks` blocks before its own: parameters lm_rm (M, f32 [E, K]), lm_ra (A, f32 [E, N]) and
+// lm_rl (the logits, f32 [E]) before the dims; the GEMV's blocks see the rest of the grid.
+std::optional<std::string> with_logits_blocks(const std::string& text, const RouterThroughO& f, int64_t blocks) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
+  const size_t p = text.find(dims_param), w = text.find(wait);
+  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
+      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
+    return std::nullopt;
+  const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
+  const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
+  const std::string B = std::to_string(blocks);
+  std::ostringstream s;
+  s << "  if (blockIdx.x < " << B << ") {  // the router's logits, unscaled: M · attn + A · x, " << kRowsPerBlock << " a block\n"
+    << "    __shared__ float lm_rpart[" << kBlockThreads / 32 << "][" << kRowsPerBlock << "];\n"
+    << "    const float4* lm_ya = (const float4*)lm_in0;\n    const float4* lm_yx = (const float4*)lm_res;\n"
+    << "    float4 lm_va[" << K4 << "], lm_vx[" << N4 << "];\n"
+    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
+    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "      lm_va[lm_u] = lm_q < " << K / 4 << " ? lm_ya[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n"
+    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
+    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "      lm_vx[lm_u] = lm_q < " << N / 4 << " ? lm_yx[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n"
+    << "    #pragma unroll\n    for (int lm_r = 0; lm_r < " << kRowsPerBlock << "; ++lm_r) {\n"
+    << "      const int lm_e = blockIdx.x * " << kRowsPerBlock << " + lm_r;\n"
+    << "      float lm_t = 0.0f;\n"
+    << "      if (lm_e < " << E << ") {\n"
+    << "        const float4* lm_wm = (const float4*)lm_rm + (long long)lm_e * " << K / 4 << ";\n"
+    << "        const float4* lm_wa = (const float4*)lm_ra + (long long)lm_e * " << N / 4 << ";\n"
+    << "        #pragma unroll\n        for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
+    << "          const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "          if (lm_q < " << K / 4 << ") { const float4 lm_w = __ldcs(lm_wm + lm_q);\n"
+    << "            lm_t = __fmaf_rn(lm_w.x, lm_va[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_va[lm_u].y, lm_t);\n"
+    << "            lm_t = __fmaf_rn(lm_w.z, lm_va[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_va[lm_u].w, lm_t); }\n        }\n"
+    << "        #pragma unroll\n        for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
+    << "          const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "          if (lm_q < " << N / 4 << ") { const float4 lm_w = __ldcs(lm_wa + lm_q);\n"
+    << "            lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
+    << "            lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t); }\n        }\n"
+    << "      }\n"
+    << "      for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_t += __shfl_xor_sync(0xffffffffu, lm_t, lm_h);\n"
+    << "      if ((threadIdx.x & 31) == 0) lm_rpart[threadIdx.x >> 5][lm_r] = lm_t;\n"
+    << "    }\n    __syncthreads();\n"
+    << "    if (threadIdx.x < " << kRowsPerBlock << ") {\n"
+    << "      const int lm_e = blockIdx.x * " << kRowsPerBlock << " + threadIdx.x;\n"
+    << "      float lm_v = 0.0f;\n"
+    << "      for (int lm_y = 0; lm_y < " << kBlockThreads / 32 << "; ++lm_y) lm_v += lm_rpart[lm_y][threadIdx.x];\n"
+    << "      if (lm_e < " << E << ") ((float*)lm_rl)[lm_e] = lm_v;\n"
+    << "    }\n    return;\n  }\n";
+  // The GEMV's own blocks: the grid past the logits' blocks.
+  std::string rest = text.substr(w + wait.size());
+  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
+  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
+  std::string out = text.substr(0, w + wait.size()) + s.str() + rest;
+  out.insert(p, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
+  return out;
+}
+
+// `text` (the routing group's function) taking h (lm_rh) before the dims and reading its leaf
+// `leaf`, the unscaled logits, times s from shared memory.
+std::optional<std::string> with_scaled_logits(const std::string& text, const RouterThroughO& f, size_t leaf) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
+  const size_t p = text.find(dims_param), w = text.find(wait);
+  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos || text.find("lm_rh") != std::string::npos)
+    return std::nullopt;
+  const std::string L = "lm_l" + std::to_string(leaf);
+  const int64_t N = f.hidden, E = f.experts;
+  std::ostringstream s;
+  s << "  __shared__ float lm_rsl[" << E << "];\n"
+    << "  {  // the router's logits came unscaled with the o projection: times its norm's 1 / sqrt(mean(h²) + eps)\n"
+    << "    const float4* lm_hh = (const float4*)lm_rh;\n"
+    << "    float lm_q = 0.0f;\n"
+    << "    for (int lm_p = threadIdx.x; lm_p < " << N / 4 << "; lm_p += blockDim.x) {\n"
+    << "      const float4 lm_x = lm_hh[lm_p];\n"
+    << "      lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
+    << "      lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n    }\n"
+    << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
+    << "    const float lm_sc = 1.0f / sqrtf(lm_q * (1.0f / (float)" << N << ") + " << gen::float_lit(f.eps) << ");\n"
+    << "    for (int lm_e = threadIdx.x; lm_e < " << E << "; lm_e += blockDim.x) lm_rsl[lm_e] = ((const float*)" << L << ")[lm_e] * lm_sc;\n"
+    << "    __syncthreads();\n  }\n"
+    << "  const char* const " << L << "_scaled = (const char*)lm_rsl;\n";
+  std::string rest = std::regex_replace(text.substr(w + wait.size()), std::regex("\\b" + L + "\\b"), L + "_scaled");
+  std::string out = text.substr(0, w + wait.size()) + s.str() + rest;
+  out.insert(p, "const char* __restrict__ lm_rh, ");
+  return out;
+}
+
+// M = A · W_o and A = W_r ⊙ g, f32, M's E·K values then A's E·N: element z of the output.
+std::string prep_text(const std::string& name, const RouterThroughO& f) {
+  const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
+  const std::string gain = f.gain_bf16 ? "lm_bf16_f32(((const uint16_t*)lm_in1)[lm_j])" : "((const float*)lm_in1)[lm_j]";
+  std::ostringstream s;
+  s << "\nextern \"C\" __global__ void __launch_bounds__(" << kBlockThreads << ") " << name
+    << "(char* __restrict__ lm_out, const char* __restrict__ lm_in0, const char* __restrict__ lm_in1, const char* __restrict__ lm_in2, "
+       "const long long* __restrict__ lm_dims) {\n"
+    << "  const uint16_t* lm_wr = (const uint16_t*)lm_in0;  // W_r [E, N]\n"
+    << "  const uint16_t* lm_wo = (const uint16_t*)lm_in2;  // W_o [N, K]\n"
+    << "  float* lm_o = (float*)lm_out;\n"
+    << "  for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < " << E * (K + N)
+    << "LL; lm_z += (long long)gridDim.x * blockDim.x) {\n"
+    << "    if (lm_z < " << E * K << "LL) {\n"
+    << "      const long long lm_e = lm_z / " << K << ", lm_k = lm_z % " << K << ";\n"
+    << "      float lm_t = 0.0f;\n"
+    << "      for (long long lm_j = 0; lm_j < " << N << "; ++lm_j)\n"
+    << "        lm_t = __fmaf_rn(lm_bf16_f32(lm_wr[lm_e * " << N << " + lm_j]) * " << gain << ", lm_bf16_f32(lm_wo[lm_j * " << K
+    << " + lm_k]), lm_t);\n"
+    << "      lm_o[lm_z] = lm_t;\n"
+    << "    } else {\n"
+    << "      const long long lm_a = lm_z - " << E * K << "LL, lm_e = lm_a / " << N << ", lm_j = lm_a % " << N << ";\n"
+    << "      lm_o[lm_z] = lm_bf16_f32(lm_wr[lm_e * " << N << " + lm_j]) * " << gain << ";\n"
+    << "    }\n  }\n}\n";
+  return s.str();
+}
+
+void add_function(FunctionSet& functions, const std::string& name, const std::string& text) {
+  if (functions.find(name)) return;
+  functions.names.push_back(name);
+  functions.texts.push_back(text);
+}
+
+// `text` renamed: `prefix` and a hash of the transformed text.
+std::optional<std::pair<std::string, std::string>> renamed(const std::string& old_name, std::optional<std::string> t, const std::string& prefix) {
+  if (!t) return std::nullopt;
+  const std::string name = prefix + hash_key(*t);
+  const size_t at = t->find(old_name);
+  if (at == std::string::npos) return std::nullopt;
+  t->replace(at, old_name.size(), name);
+  return std::make_pair(name, *t);
+}
+
+}  // namespace
+
+void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
+                            FunctionSet& functions) {
+  std::vector<std::vector<NodeId>> readers(plan.size());
+  for (NodeId id = 0; id < plan.size(); ++id)
+    for (const Edge& e : plan.node(id).inputs) readers[e.src].push_back(id);
+  for (SmallGroup& grp : groups) {
+    if (grp.counter || grp.body.empty() || grp.fold_reader || grp.tail_producer) continue;
+    // One computed leaf, the router; any other is an input.
+    std::optional<size_t> leaf;
+    bool ok = true;
+    for (size_t l = 0; l < grp.leaves.size(); ++l) {
+      if (plan.node(grp.leaves[l]).op == OpKind::Input) continue;
+      ok = ok && !leaf;
+      leaf = l;
+    }
+    if (!ok || !leaf) continue;
+    const std::set<NodeId> members(grp.nodes.begin(), grp.nodes.end());
+    RouterThroughO f;
+    f.router = grp.leaves[*leaf];
+    const Node& r = plan.node(f.router);
+    if (r.op != OpKind::Kernel || r.kernel != "Matmul" || r.dtype != DType::F32 || r.inputs.size() != 2 || r.shape.size() != 2) continue;
+    if (std::any_of(readers[f.router].begin(), readers[f.router].end(), [&](NodeId m) { return !members.count(m); })) continue;
+    const auto wr = bf16_rows(plan, r.inputs[1]);
+    // The norm: RMSNormMul over h's last axis, read whole, with a gain broadcast over the rows.
+    f.norm = r.inputs[0].src;
+    const Node& nn = plan.node(f.norm);
+    const std::optional<gen::FoldedNorm> norm = gen::norm_prologue_of(plan, r);
+    if (!wr || !norm || nn.kernel != "RMSNormMul" || !norm->prologue.gain || !norm->prologue.gain_offset.is_const(0) ||
+        (norm->prologue.gain_dtype != DType::BF16 && norm->prologue.gain_dtype != DType::F32) || !whole_in_order(plan, nn.inputs[0]))
+      continue;
+    f.experts = wr->first;
+    f.hidden = wr->second;
+    f.eps = norm->prologue.eps;
+    f.gain_bf16 = norm->prologue.gain_dtype == DType::BF16;
+    f.gain = nn.inputs[1].src;
+    if (plan.node(f.gain).op != OpKind::Input || !(plan.node(f.gain).shape == std::vector<Expr>{Expr(f.hidden)})) continue;
+    // h = x + o, both read whole, o a linear layer on a bf16 [N, K] weight with a residual GEMV.
+    f.sum = nn.inputs[0].src;
+    const Node& h = plan.node(f.sum);
+    if (h.op != OpKind::Add || h.dtype != DType::F32 || h.shape.size() != 2 || !h.shape[1].is_const(f.hidden)) continue;
+    if (!whole_in_order(plan, h.inputs[0]) || !whole_in_order(plan, h.inputs[1])) continue;
+    std::optional<NodeId> o;
+    for (const Edge& e : h.inputs) {
+      const Node& m = plan.node(e.src);
+      if (m.op == OpKind::Kernel && m.kernel == "Matmul" && readers[e.src].size() == 1 && per_node[e.src] && per_node[e.src]->linear) o = e.src;
+    }
+    if (!o || h.inputs[0].src == h.inputs[1].src) continue;
+    f.o = *o;
+    const Node& on = plan.node(f.o);
+    const auto wo = bf16_rows(plan, on.inputs[1]);
+    if (!wo || wo->first != f.hidden || wo->second % 4 != 0 || f.hidden % 4 != 0) continue;
+    f.attention_width = wo->second;
+    f.router_weight = r.inputs[1].src;
+    f.o_weight = on.inputs[1].src;
+    NodeKernels& ok_ = *per_node[f.o];
+    if (ok_.launches.empty() || !ok_.launches.back().residual_in) continue;
+    // The twin: the GEMV's last launch and its alternatives, each with the logits' blocks.
+    const int64_t blocks = (f.experts + kRowsPerBlock - 1) / kRowsPerBlock;
+    auto twin = std::make_shared<NodeKernels>();
+    twin->linear = ok_.linear;
+    bool all = true;
+    auto make = [&](const Launch& l) {
+      Launch t = l;
+      const std::string* text = functions.find(l.function);
+      const auto named = text ? renamed(l.function, with_logits_blocks(*text, f, blocks), "lm_RouterO_") : std::nullopt;
+      if (!named || !l.residual_in) {
+        all = false;
+        return t;
+      }
+      add_function(functions, named->first, named->second);
+      t.function = named->first;
+      t.extra_blocks = blocks;
+      return t;
+    };
+    twin->launches.push_back(make(ok_.launches.back()));
+    for (const Launch& l : ok_.alternatives) twin->alternatives.push_back(make(l));
+    const std::string* group_text = functions.find(grp.launch.function);
+    const auto group_twin = group_text ? renamed(grp.launch.function, with_scaled_logits(*group_text, f, *leaf), "lm_RoutedGroup_") : std::nullopt;
+    if (!all || !group_twin) continue;
+    add_function(functions, group_twin->first, group_twin->second);
+    f.group_function = group_twin->first;
+    const std::string prep = prep_text("lm_RouterOPrep_", f);
+    f.prep_function = "lm_RouterOPrep_" + hash_key(prep);
+    add_function(functions, f.prep_function, prep_text(f.prep_function, f));
+    ok_.router_logits = twin;
+    grp.router_through_o = f;
+  }
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,144 @@
+// A decode's MoE router computed inside its o projection's launch (fold_routers_through_o,
+// NodeKernels::router_logits, CudaOptions::routers_through_o): which routers fold, the twins'
+// code, and on the GPU an attention output's o projection and MoE block, folded and not,
+// against the reference.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/nvrtc.h"
+#include "cuda/cuda_cases.h"
+#include "frontend/ops.h"
+#include "frontend/tensor.h"
+#include "models/decoder_graph.h"
+#include "models/model_config.h"
+#include "runtime/interpreter.h"
+
+namespace luminal::cuda {
+namespace {
+
+using testing::compiled;
+using testing::fixture_config;
+
+// Every layer of an MoE decoder but the first (whose sum reads the embedding's bf16 rows, a
+// Fused cast and add, not an Add) folds its router into its o projection: the o projection's
+// schedules get twins with the logits' blocks ahead of the GEMV's, the group a function that
+// takes h and scales the logits it reads, and M and A a function that makes them. Off, none.
+TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
+  const Graph plan = compiled(g);
+  for (bool on : {true, false}) {
+    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.routers_through_o = on});
+    int folded = 0;
+    for (const SmallGroup& grp : k.small_groups) {
+      if (!grp.router_through_o) continue;
+      ++folded;
+      const RouterThroughO& f = *grp.router_through_o;
+      EXPECT_EQ(plan.node(f.router).kernel, "Matmul");
+      EXPECT_EQ(plan.node(f.norm).kernel, "RMSNormMul");
+      EXPECT_EQ(plan.node(f.sum).op, OpKind::Add);
+      EXPECT_EQ(plan.node(f.o).kernel, "Matmul");
+      EXPECT_EQ(plan.node(f.router).inputs[0].src, f.norm);
+      EXPECT_EQ(plan.node(f.norm).inputs[0].src, f.sum);
+      EXPECT_EQ(f.experts, fixture_config("qwen3-moe-tiny").experts);
+      const NodeKernels& of = *k.per_node[f.o];
+      ASSERT_TRUE(of.router_logits);
+      const NodeKernels& twin = *of.router_logits;
+      ASSERT_EQ(twin.launches.size(), 1u);
+      ASSERT_EQ(twin.alternatives.size(), of.alternatives.size());
+      for (size_t v = 0; v <= twin.alternatives.size(); ++v) {
+        const Launch& l = v == 0 ? twin.launches[0] : twin.alternatives[v - 1];
+        EXPECT_EQ(l.extra_blocks, (f.experts + 1) / 2);
+        const std::string* text = k.functions.find(l.function);
+        ASSERT_NE(text, nullptr);
+        EXPECT_NE(text->find("char* __restrict__ lm_rl, const long long* __restrict__ lm_dims)"), std::string::npos);
+        // The logits' blocks after the wait and before the GEMV's, which see the rest of the grid.
+        EXPECT_LT(text->find("lm_grid_wait();"), text->find("if (blockIdx.x < " + std::to_string(l.extra_blocks) + ")"));
+        EXPECT_NE(text->find("(gridDim.x - " + std::to_string(l.extra_blocks) + ")"), std::string::npos);
+      }
+      const std::string* group = k.functions.find(f.group_function);
+      ASSERT_NE(group, nullptr);
+      EXPECT_NE(group->find("const char* __restrict__ lm_rh, const long long* __restrict__ lm_dims)"), std::string::npos);
+      EXPECT_NE(group->find("lm_l0_scaled"), std::string::npos);
+      EXPECT_NE(k.functions.find(f.prep_function), nullptr);
+    }
+    EXPECT_EQ(folded, on ? fixture_config("qwen3-moe-tiny").layers - 1 : 0) << "fold " << on;
+    if (on && nvrtc_unavailable_reason().empty()) {
+      PlanKernels all = generate_plan_kernels(plan, CodegenOptions{.routers_through_o = true});
+      all.drop_alternatives();
+      EXPECT_NO_THROW(nvrtc_compile(all.source(), "sm_90", ""));
+    }
+  }
+}
+
+// A decode layer's o projection and MoE block (the routing as moe_block in group_fold_test.cpp):
+// h = x + attn · W_oᵀ, its norm, the router, the routing, the experts and the residual.
+Graph o_and_moe_block(int64_t E, int64_t K, int64_t I, int64_t H, int64_t A) {
+  Graph g;
+  const Expr s = Expr::var("s");
+  // x computed, as a decoder's residual stream is (an input is never a GEMV's residual): a sum
+  // of two rows, also an output, so that it stays a kernel of its own.
+  Tensor x = sum(input(g, "x", DType::F32, {s, Expr(2), H}), {1});
+  x.output("x");
+  Tensor attn = input(g, "attn", DType::F32, {s, A});
+  Tensor h = x + linear(attn, cast(input(g, "w_o", DType::BF16, {H, A}), DType::F32), std::nullopt);
+  Tensor hn = rms_norm(h, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
+  Tensor probs = softmax(linear(hn, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt), -1);
+  Tensor chosen = testing::top_k_chosen(g, probs, E, K);
+  Tensor w = probs * chosen;
+  w = w / sum(w, {-1}, true);
+  (h + testing::gated_experts(g, hn, chosen, w, E, I, H)).output("out");
+  w.output("weights");
+  return g;
+}
+
+// One token, then three, then one, each run three times (the second records a CUDA graph, the
+// third replays it), against the reference, with the fold and without. With the fold, one
+// token's first run folds the router (three don't). Then new router weights for one token: M and
+// A are stale, so the recorded graphs go and the router runs on its own.
+TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
+  if (!unavailable_reason().empty() || !nvrtc_unavailable_reason().empty())
+    GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  constexpr int64_t E = 16, K = 4, I = 64, H = 256, A = 512;
+  const Graph g = o_and_moe_block(E, K, I, H, A);
+  const Graph plan = compiled(g);
+  for (bool on : {true, false}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .tune_variants = false, .routers_through_o = on});
+    std::map<std::string, Buffer> in{{"gain", testing::random_buffer(DType::BF16, {H}, 81)},
+                                     {"router", testing::random_buffer(DType::BF16, {E, H}, 82)},
+                                     {"w_o", testing::random_buffer(DType::BF16, {H, A}, 83, -0.1f, 0.1f)},
+                                     {"w_gu", testing::random_buffer(DType::BF16, {E, 2 * I, H}, 84, -0.05f, 0.05f)},
+                                     {"w_d", testing::random_buffer(DType::BF16, {E, H, I}, 85, -0.05f, 0.05f)}};
+    for (const auto& [name, b] : in) cuda.set_input(name, b);
+    int step = 0;
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{1}, int64_t{1}}) {
+      if (++step == 4) cuda.set_input("router", in["router"] = testing::random_buffer(DType::BF16, {E, H}, 86));
+      in["x"] = testing::random_buffer(DType::F32, {rows, 2, H}, static_cast<uint32_t>(90 + step));
+      in["attn"] = testing::random_buffer(DType::F32, {rows, A}, static_cast<uint32_t>(95 + step));
+      cuda.set_input("x", in["x"]);
+      cuda.set_input("attn", in["attn"]);
+      Interpreter ref(g);
+      for (const auto& [name, b] : in) ref.set_input(name, b);
+      ref.run();
+      const int64_t before = cuda.routers_through_o();
+      for (int rep = 0; rep < 3; ++rep) {
+        cuda.run();
+        const std::string at = " (step " + std::to_string(step) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) +
+                               (on ? "" : ", no fold") + ")";
+        for (const char* name : {"weights", "out"}) {
+          const Buffer want = ref.output(name), got = cuda.output(name);
+          ASSERT_EQ(got.numel(), want.numel());
+          for (size_t i = 0; i < want.numel(); ++i)
+            ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * (1 + std::abs(want.get(i)))) << name << "[" << i << "]" << at;
+        }
+        if (rep == 0) EXPECT_EQ(cuda.routers_through_o() > before, on && rows == 1 && step < 4) << at;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace luminal::cuda
