@@ -102,17 +102,27 @@ std::optional<std::string> with_scaled_logits(const std::string& text, const Rou
   const std::string L = "lm_l" + std::to_string(leaf);
   const int64_t N = f.hidden, E = f.experts;
   std::ostringstream s;
+  // The logits are loaded first, so that their trip to L2 overlaps h's (a load does not move
+  // past the sum's barriers).
+  const int64_t per = (E + 31) / 32;  // logits a thread holds, for blocks of 32 threads or more
   s << "  __shared__ float lm_rsl[" << E << "];\n"
     << "  {  // the router's logits came unscaled with the o projection: times its norm's 1 / sqrt(mean(h²) + eps)\n"
+    << "    float lm_raw[" << per << "];\n"
+    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
+    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
+    << "      lm_raw[lm_i] = lm_e < " << E << " ? ((const float*)" << L << ")[lm_e] : 0.0f;\n    }\n"
     << "    const float4* lm_hh = (const float4*)lm_rh;\n"
     << "    float lm_q = 0.0f;\n"
+    << "    #pragma unroll 4\n"
     << "    for (int lm_p = threadIdx.x; lm_p < " << N / 4 << "; lm_p += blockDim.x) {\n"
     << "      const float4 lm_x = lm_hh[lm_p];\n"
     << "      lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
     << "      lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n    }\n"
     << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
     << "    const float lm_sc = 1.0f / sqrtf(lm_q * (1.0f / (float)" << N << ") + " << gen::float_lit(f.eps) << ");\n"
-    << "    for (int lm_e = threadIdx.x; lm_e < " << E << "; lm_e += blockDim.x) lm_rsl[lm_e] = ((const float*)" << L << ")[lm_e] * lm_sc;\n"
+    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
+    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
+    << "      if (lm_e < " << E << ") lm_rsl[lm_e] = lm_raw[lm_i] * lm_sc;\n    }\n"
     << "    __syncthreads();\n  }\n"
     << "  const char* const " << L << "_scaled = (const char*)lm_rsl;\n";
   std::string rest = std::regex_replace(text.substr(w + wait.size()), std::regex("\\b" + L + "\\b"), L + "_scaled");
