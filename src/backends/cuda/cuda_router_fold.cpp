@@ -131,9 +131,11 @@ std::optional<std::string> with_scaled_logits(const std::string& text, const Rou
   return out;
 }
 
-// M = A · W_o and A = W_r ⊙ g, f32, M's E·K values then A's E·N: element z of the output.
+// M = A · W_o and A = W_r ⊙ g, f32, M's E·K values then A's E·N. A thread takes one column k
+// of M for 16 experts: each W_o value is loaded once for the 16 sums, and a warp's threads read
+// the same W_r and gain values (one load for all). Each sum runs over j in order.
 std::string prep_text(const std::string& name, const RouterThroughO& f) {
-  const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
+  const int64_t K = f.attention_width, N = f.hidden, E = f.experts, C = 16, chunks = (E + C - 1) / C;
   const std::string gain = f.gain_bf16 ? "lm_bf16_f32(((const uint16_t*)lm_in1)[lm_j])" : "((const float*)lm_in1)[lm_j]";
   std::ostringstream s;
   s << "\nextern \"C\" __global__ void __launch_bounds__(" << kBlockThreads << ") " << name
@@ -142,18 +144,23 @@ std::string prep_text(const std::string& name, const RouterThroughO& f) {
     << "  const uint16_t* lm_wr = (const uint16_t*)lm_in0;  // W_r [E, N]\n"
     << "  const uint16_t* lm_wo = (const uint16_t*)lm_in2;  // W_o [N, K]\n"
     << "  float* lm_o = (float*)lm_out;\n"
-    << "  for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < " << E * (K + N)
+    << "  for (long long lm_z = (long long)blockIdx.x * blockDim.x + threadIdx.x; lm_z < " << chunks * K + E * N
     << "LL; lm_z += (long long)gridDim.x * blockDim.x) {\n"
-    << "    if (lm_z < " << E * K << "LL) {\n"
-    << "      const long long lm_e = lm_z / " << K << ", lm_k = lm_z % " << K << ";\n"
-    << "      float lm_t = 0.0f;\n"
-    << "      for (long long lm_j = 0; lm_j < " << N << "; ++lm_j)\n"
-    << "        lm_t = __fmaf_rn(lm_bf16_f32(lm_wr[lm_e * " << N << " + lm_j]) * " << gain << ", lm_bf16_f32(lm_wo[lm_j * " << K
-    << " + lm_k]), lm_t);\n"
-    << "      lm_o[lm_z] = lm_t;\n"
+    << "    if (lm_z < " << chunks * K << "LL) {\n"
+    << "      const long long lm_e0 = lm_z / " << K << " * " << C << ", lm_k = lm_z % " << K << ";\n"
+    << "      float lm_t[" << C << "] = {};\n"
+    << "      for (long long lm_j = 0; lm_j < " << N << "; ++lm_j) {\n"
+    << "        const float lm_w = lm_bf16_f32(lm_wo[lm_j * " << K << " + lm_k]), lm_g = " << gain << ";\n"
+    << "        #pragma unroll\n"
+    << "        for (int lm_c = 0; lm_c < " << C << "; ++lm_c)\n"
+    << "          if (lm_e0 + lm_c < " << E << ") lm_t[lm_c] = __fmaf_rn(lm_bf16_f32(lm_wr[(lm_e0 + lm_c) * " << N << " + lm_j]) * lm_g, lm_w, lm_t[lm_c]);\n"
+    << "      }\n"
+    << "      #pragma unroll\n"
+    << "      for (int lm_c = 0; lm_c < " << C << "; ++lm_c)\n"
+    << "        if (lm_e0 + lm_c < " << E << ") lm_o[(lm_e0 + lm_c) * " << K << " + lm_k] = lm_t[lm_c];\n"
     << "    } else {\n"
-    << "      const long long lm_a = lm_z - " << E * K << "LL, lm_e = lm_a / " << N << ", lm_j = lm_a % " << N << ";\n"
-    << "      lm_o[lm_z] = lm_bf16_f32(lm_wr[lm_e * " << N << " + lm_j]) * " << gain << ";\n"
+    << "      const long long lm_a = lm_z - " << chunks * K << "LL, lm_e = lm_a / " << N << ", lm_j = lm_a % " << N << ";\n"
+    << "      lm_o[" << E * K << "LL + lm_a] = lm_bf16_f32(lm_wr[lm_e * " << N << " + lm_j]) * " << gain << ";\n"
     << "    }\n  }\n}\n";
   return s.str();
 }
