@@ -186,8 +186,9 @@ struct CudaOptions {
   // first linear layer after it (a decode's routing: the next layer's q/k/v, 21 MB for
   // Qwen3-30B-A3B), by bulk requests from one warp, so that memory streams them while the
   // router and the routing run (CodegenOptions::group_prefetch). A design study had it 1.2 us a
-  // layer faster (docs/cuda_backend.md, "The next weights asked of L2"); off until measured in
-  // the compiler. Also LUMINAL_CUDA_GROUP_PREFETCH_MB.
+  // layer faster (docs/cuda_backend.md, "The next weights asked of L2"); in the compiler it is
+  // far slower (session 50, H200, full Qwen3-30B-A3B shape with the router fold: TPOT 6.15 ms
+  // at 24 MB against 2.72 without): off. Also LUMINAL_CUDA_GROUP_PREFETCH_MB.
   int64_t group_prefetch_bytes = 0;
   // A one-block group read first by the gated experts' GEMV runs inside it (fold_small_groups,
   // NodeKernels::routed): one launch and one wait fewer a decode layer. Off by default: on the
@@ -201,9 +202,10 @@ struct CudaOptions {
   bool groups_in_producers = false;
   // A decode's MoE router runs inside its o projection's launch, its logits from weights made
   // once (fold_routers_through_o, RouterThroughO), scaled by the routing group: one launch and
-  // one wait fewer a layer. Off until measured on a GPU (written in session 50). Also
-  // LUMINAL_CUDA_ROUTER_THROUGH_O=1.
-  bool routers_through_o = false;
+  // one wait fewer a layer, for 3 MB more read by o's launch (f32 M and A) a layer. On the H200
+  // (session 50), full Qwen3-30B-A3B shape: TPOT 2.713-2.722 ms against 2.740-2.744 without.
+  // LUMINAL_CUDA_ROUTER_THROUGH_O=0 turns it off.
+  bool routers_through_o = true;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
