@@ -6,6 +6,7 @@
 // from what the o projection reads. The o projection's launch takes the unscaled logits in
 // blocks of its own, and the routing group, which read the logits anyway, first sums h's
 // squares for s. The router's launch and its wait on o are gone.
+#include <cstdlib>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -88,6 +89,71 @@ std::optional<std::string> with_logits_blocks(const std::string& text, const Rou
   rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
   rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
   std::string out = text.substr(0, w + wait.size()) + s.str() + rest;
+  out.insert(p, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
+  return out;
+}
+
+// with_logits_blocks' form whose logits' blocks load their rows of M and A into registers before
+// the wait (weights: no kernel writes them), so that they stream while attention runs (opt-in,
+// to measure: LUMINAL_CUDA_ROUTER_EARLY_LOADS=1).
+std::optional<std::string> with_early_logits_blocks(const std::string& text, const RouterThroughO& f, int64_t blocks) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
+  const size_t p = text.find(dims_param), w = text.find(wait);
+  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
+      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
+    return std::nullopt;
+  const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
+  const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
+  const std::string B = std::to_string(blocks), R = std::to_string(kRowsPerBlock);
+  const std::string zero = "make_float4(0.0f, 0.0f, 0.0f, 0.0f)";
+  // Row r's weights, thread's float4 u: of M (over attn) and of A (over x).
+  auto weight = [&](const std::string& of, int64_t n4, const std::string& r, const std::string& u) {
+    const std::string q = "(threadIdx.x + " + u + " * " + std::to_string(kBlockThreads) + ")", e = "(blockIdx.x * " + R + " + " + r + ")";
+    return "(" + e + " < " + std::to_string(E) + " && " + q + " < " + std::to_string(n4) + " ? __ldcs((const float4*)" + of + " + (long long)" + e +
+           " * " + std::to_string(n4) + " + " + q + ") : " + zero + ")";
+  };
+  std::ostringstream s;
+  s << "  if (blockIdx.x < " << B << ") {  // the router's logits, unscaled: M · attn + A · x, " << R << " a block\n"
+    << "    __shared__ float lm_rpart[" << kBlockThreads / 32 << "][" << R << "];\n"
+    << "    float4 lm_wm[" << R << "][" << K4 << "], lm_wa[" << R << "][" << N4 << "];\n"
+    << "    #pragma unroll\n    for (int lm_r = 0; lm_r < " << R << "; ++lm_r) {\n"
+    << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) lm_wm[lm_r][lm_u] = " << weight("lm_rm", K / 4, "lm_r", "lm_u") << ";\n"
+    << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) lm_wa[lm_r][lm_u] = " << weight("lm_ra", N / 4, "lm_r", "lm_u") << ";\n"
+    << "    }\n"
+    << "    lm_grid_wait();\n"
+    << "    const float4* lm_ya = (const float4*)lm_in0;\n    const float4* lm_yx = (const float4*)lm_res;\n"
+    << "    float4 lm_va[" << K4 << "], lm_vx[" << N4 << "];\n"
+    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
+    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "      lm_va[lm_u] = lm_q < " << K / 4 << " ? lm_ya[lm_q] : " << zero << ";\n    }\n"
+    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
+    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
+    << "      lm_vx[lm_u] = lm_q < " << N / 4 << " ? lm_yx[lm_q] : " << zero << ";\n    }\n"
+    << "    #pragma unroll\n    for (int lm_r = 0; lm_r < " << R << "; ++lm_r) {\n"
+    << "      float lm_t = 0.0f;\n"
+    << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
+    << "        const float4 lm_w = lm_wm[lm_r][lm_u];\n"
+    << "        lm_t = __fmaf_rn(lm_w.x, lm_va[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_va[lm_u].y, lm_t);\n"
+    << "        lm_t = __fmaf_rn(lm_w.z, lm_va[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_va[lm_u].w, lm_t);\n      }\n"
+    << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
+    << "        const float4 lm_w = lm_wa[lm_r][lm_u];\n"
+    << "        lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
+    << "        lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t);\n      }\n"
+    << "      for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_t += __shfl_xor_sync(0xffffffffu, lm_t, lm_h);\n"
+    << "      if ((threadIdx.x & 31) == 0) lm_rpart[threadIdx.x >> 5][lm_r] = lm_t;\n"
+    << "    }\n    __syncthreads();\n"
+    << "    if (threadIdx.x < " << R << ") {\n"
+    << "      const int lm_e = blockIdx.x * " << R << " + threadIdx.x;\n"
+    << "      float lm_v = 0.0f;\n"
+    << "      for (int lm_y = 0; lm_y < " << kBlockThreads / 32 << "; ++lm_y) lm_v += lm_rpart[lm_y][threadIdx.x];\n"
+    << "      if (lm_e < " << E << ") ((float*)lm_rl)[lm_e] = lm_v;\n"
+    << "    }\n    return;\n  }\n";
+  const size_t at = w;  // before the GEMV's wait, which the logits' blocks do not reach
+  std::string rest = text.substr(at);
+  // The GEMV's own blocks: the grid past the logits' blocks.
+  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
+  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
+  std::string out = text.substr(0, at) + s.str() + rest;
   out.insert(p, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
   return out;
 }
@@ -241,13 +307,20 @@ void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, 
     if (ok_.launches.empty() || !ok_.launches.back().residual_in) continue;
     // The twin: the GEMV's last launch and its alternatives, each with the logits' blocks.
     const int64_t blocks = (f.experts + kRowsPerBlock - 1) / kRowsPerBlock;
+    // LUMINAL_CUDA_ROUTER_EARLY_LOADS=1: the logits' weights loaded before the wait (to measure).
+    static const bool early = [] {
+      const char* e = std::getenv("LUMINAL_CUDA_ROUTER_EARLY_LOADS");
+      return e && std::string(e) == "1";
+    }();
     auto twin = std::make_shared<NodeKernels>();
     twin->linear = ok_.linear;
     bool all = true;
     auto make = [&](const Launch& l) {
       Launch t = l;
       const std::string* text = functions.find(l.function);
-      const auto named = text ? renamed(l.function, with_logits_blocks(*text, f, blocks), "lm_RouterO_") : std::nullopt;
+      std::optional<std::string> twin_text;
+      if (text) twin_text = early ? with_early_logits_blocks(*text, f, blocks) : with_logits_blocks(*text, f, blocks);
+      const auto named = renamed(l.function, twin_text, "lm_RouterO_");
       if (!named || !l.residual_in) {
         all = false;
         return t;
