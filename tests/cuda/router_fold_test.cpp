@@ -134,7 +134,9 @@ TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
           for (size_t i = 0; i < want.numel(); ++i)
             ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * (1 + std::abs(want.get(i)))) << name << "[" << i << "]" << at;
         }
-        if (rep == 0) EXPECT_EQ(cuda.routers_through_o() > before, on && rows == 1 && step < 4) << at;
+        if (rep == 0) {
+          EXPECT_EQ(cuda.routers_through_o() > before, on && rows == 1 && step < 4) << at;
+        }
       }
     }
   }

@@ -326,6 +326,10 @@ struct SmallGroup {
 std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::string>& graph_dims, FunctionSet& functions,
                                      const CodegenOptions& options = {});
 
+// The index of the group's one leaf that is not an Input (a routing's router), or nullopt where
+// it has none or several.
+std::optional<size_t> only_computed_leaf(const Graph& plan, const SmallGroup& grp);
+
 // A one-block group (no count of finished blocks) whose first reader outside it is a
 // ScaledMatmul with gated forms, reading a member as its scales (a decode's routing and its
 // gate/up experts): each gated form gets a twin (NodeKernels::routed, cuda_group_fold.cpp), so

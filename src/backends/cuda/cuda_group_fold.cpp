@@ -131,6 +131,16 @@ std::optional<std::string> with_tail_group(const std::string& text, const SmallG
 
 }  // namespace
 
+std::optional<size_t> only_computed_leaf(const Graph& plan, const SmallGroup& grp) {
+  std::optional<size_t> leaf;
+  for (size_t l = 0; l < grp.leaves.size(); ++l) {
+    if (plan.node(grp.leaves[l]).op == OpKind::Input) continue;
+    if (leaf) return std::nullopt;
+    leaf = l;
+  }
+  return leaf;
+}
+
 void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
                        const std::vector<std::string>& graph_dims, FunctionSet& functions) {
   const std::vector<NodeId> order = plan.topo_order();
@@ -170,15 +180,8 @@ void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& grou
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
   for (SmallGroup& grp : groups) {
     if (grp.counter || grp.body.empty() || grp.fold_reader) continue;
-    // One computed leaf (the router's logits); any other is an input, there from the start.
-    std::optional<size_t> leaf;
-    bool ok = true;
-    for (size_t l = 0; l < grp.leaves.size(); ++l) {
-      if (plan.node(grp.leaves[l]).op == OpKind::Input) continue;
-      ok = ok && !leaf;
-      leaf = l;
-    }
-    if (!ok || !leaf) continue;
+    const std::optional<size_t> leaf = only_computed_leaf(plan, grp);  // the router's logits
+    if (!leaf) continue;
     const NodeId producer = grp.leaves[*leaf];
     const Node& n = plan.node(producer);
     if (n.op != OpKind::Kernel || n.kernel != "Matmul" || n.dtype != DType::F32 || !per_node[producer] || !per_node[producer]->normed) continue;

@@ -35,6 +35,34 @@ bool whole_in_order(const Graph& g, const Edge& e) {
 
 constexpr int kRowsPerBlock = 2;  // logits a block of the o projection's launch takes
 
+// The end of a logits block: each row's sum over the warps (its lm_t shuffled, then lm_rpart
+// in warp order) stored to lm_rl, then the block returns.
+std::string logits_sum_and_store(int64_t E) {
+  const std::string R = std::to_string(kRowsPerBlock);
+  return "      for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_t += __shfl_xor_sync(0xffffffffu, lm_t, lm_h);\n"
+         "      if ((threadIdx.x & 31) == 0) lm_rpart[threadIdx.x >> 5][lm_r] = lm_t;\n"
+         "    }\n    __syncthreads();\n"
+         "    if (threadIdx.x < " + R + ") {\n"
+         "      const int lm_e = blockIdx.x * " + R + " + threadIdx.x;\n"
+         "      float lm_v = 0.0f;\n"
+         "      for (int lm_y = 0; lm_y < " + std::to_string(kBlockThreads / 32) + "; ++lm_y) lm_v += lm_rpart[lm_y][threadIdx.x];\n"
+         "      if (lm_e < " + std::to_string(E) + ") ((float*)lm_rl)[lm_e] = lm_v;\n"
+         "    }\n    return;\n  }\n";
+}
+
+// `text` with `branch` (the logits' blocks, `blocks` of them) inserted at `at`, the GEMV's own
+// code after it seeing the rest of the grid, and M, A and the logits as parameters before the
+// dims (at `params`).
+std::string with_branch(const std::string& text, size_t params, size_t at, int64_t blocks, const std::string& branch) {
+  const std::string B = std::to_string(blocks);
+  std::string rest = text.substr(at);
+  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
+  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
+  std::string out = text.substr(0, at) + branch + rest;
+  out.insert(params, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
+  return out;
+}
+
 // `text` (a schedule of the o projection's residual GEMV) with kRowsPerBlock logits a block in
 // `blocks` blocks before its own: parameters lm_rm (M, f32 [E, K]), lm_ra (A, f32 [E, N]) and
 // lm_rl (the logits, f32 [E]) before the dims; the GEMV's blocks see the rest of the grid.
@@ -75,22 +103,8 @@ std::optional<std::string> with_logits_blocks(const std::string& text, const Rou
     << "            lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
     << "            lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t); }\n        }\n"
     << "      }\n"
-    << "      for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_t += __shfl_xor_sync(0xffffffffu, lm_t, lm_h);\n"
-    << "      if ((threadIdx.x & 31) == 0) lm_rpart[threadIdx.x >> 5][lm_r] = lm_t;\n"
-    << "    }\n    __syncthreads();\n"
-    << "    if (threadIdx.x < " << kRowsPerBlock << ") {\n"
-    << "      const int lm_e = blockIdx.x * " << kRowsPerBlock << " + threadIdx.x;\n"
-    << "      float lm_v = 0.0f;\n"
-    << "      for (int lm_y = 0; lm_y < " << kBlockThreads / 32 << "; ++lm_y) lm_v += lm_rpart[lm_y][threadIdx.x];\n"
-    << "      if (lm_e < " << E << ") ((float*)lm_rl)[lm_e] = lm_v;\n"
-    << "    }\n    return;\n  }\n";
-  // The GEMV's own blocks: the grid past the logits' blocks.
-  std::string rest = text.substr(w + wait.size());
-  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
-  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
-  std::string out = text.substr(0, w + wait.size()) + s.str() + rest;
-  out.insert(p, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
-  return out;
+    << logits_sum_and_store(E);
+  return with_branch(text, p, w + wait.size(), blocks, s.str());
 }
 
 // with_logits_blocks' form whose logits' blocks load their rows of M and A into registers before
@@ -139,23 +153,8 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
     << "        const float4 lm_w = lm_wa[lm_r][lm_u];\n"
     << "        lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
     << "        lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t);\n      }\n"
-    << "      for (int lm_h = 16; lm_h > 0; lm_h >>= 1) lm_t += __shfl_xor_sync(0xffffffffu, lm_t, lm_h);\n"
-    << "      if ((threadIdx.x & 31) == 0) lm_rpart[threadIdx.x >> 5][lm_r] = lm_t;\n"
-    << "    }\n    __syncthreads();\n"
-    << "    if (threadIdx.x < " << R << ") {\n"
-    << "      const int lm_e = blockIdx.x * " << R << " + threadIdx.x;\n"
-    << "      float lm_v = 0.0f;\n"
-    << "      for (int lm_y = 0; lm_y < " << kBlockThreads / 32 << "; ++lm_y) lm_v += lm_rpart[lm_y][threadIdx.x];\n"
-    << "      if (lm_e < " << E << ") ((float*)lm_rl)[lm_e] = lm_v;\n"
-    << "    }\n    return;\n  }\n";
-  const size_t at = w;  // before the GEMV's wait, which the logits' blocks do not reach
-  std::string rest = text.substr(at);
-  // The GEMV's own blocks: the grid past the logits' blocks.
-  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
-  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
-  std::string out = text.substr(0, at) + s.str() + rest;
-  out.insert(p, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
-  return out;
+    << logits_sum_and_store(E);
+  return with_branch(text, p, w, blocks, s.str());  // before the GEMV's wait, which they do not reach
 }
 
 // `text` (the routing group's function) taking h (lm_rh) before the dims and reading its leaf
@@ -256,15 +255,8 @@ void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, 
     for (const Edge& e : plan.node(id).inputs) readers[e.src].push_back(id);
   for (SmallGroup& grp : groups) {
     if (grp.counter || grp.body.empty() || grp.fold_reader || grp.tail_producer) continue;
-    // One computed leaf, the router; any other is an input.
-    std::optional<size_t> leaf;
-    bool ok = true;
-    for (size_t l = 0; l < grp.leaves.size(); ++l) {
-      if (plan.node(grp.leaves[l]).op == OpKind::Input) continue;
-      ok = ok && !leaf;
-      leaf = l;
-    }
-    if (!ok || !leaf) continue;
+    const std::optional<size_t> leaf = only_computed_leaf(plan, grp);  // the router
+    if (!leaf) continue;
     const std::set<NodeId> members(grp.nodes.begin(), grp.nodes.end());
     RouterThroughO f;
     f.router = grp.leaves[*leaf];
