@@ -78,6 +78,18 @@ inline Tensor gated_experts(Graph& g, const Tensor& h, const Tensor& chosen, con
   return sum(matmul(act * per_expert(weights), transpose(wd, 1, 2)), {0});
 }
 
+// An MoE block's routing and experts as the decoder writes them, over `hn` (the normed rows) and
+// adding `residual`: the router ("router", bf16 [E, H]), its softmax, top-k ranks and
+// renormalised weights, the experts (gated_experts), outputs "out" and "weights".
+inline void moe_routing_and_experts(Graph& g, const Tensor& residual, const Tensor& hn, int64_t E, int64_t K, int64_t I, int64_t H) {
+  Tensor probs = softmax(linear(hn, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt), -1);
+  Tensor chosen = top_k_chosen(g, probs, E, K);
+  Tensor w = probs * chosen;
+  w = w / sum(w, {-1}, true);
+  (residual + gated_experts(g, hn, chosen, w, E, I, H)).output("out");
+  w.output("weights");
+}
+
 inline const std::vector<int64_t>& s_values() {
   static const std::vector<int64_t> v{1, 4, 67};
   return v;

@@ -125,13 +125,7 @@ Graph moe_block(int64_t E, int64_t K, int64_t I, int64_t H) {
   Graph g;
   const Expr s = Expr::var("s");
   Tensor x = input(g, "x", DType::F32, {s, H});
-  Tensor h = rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
-  Tensor probs = softmax(linear(h, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt), -1);
-  Tensor chosen = testing::top_k_chosen(g, probs, E, K);
-  Tensor w = probs * chosen;
-  w = w / sum(w, {-1}, true);
-  (x + testing::gated_experts(g, h, chosen, w, E, I, H)).output("out");
-  w.output("weights");
+  testing::moe_routing_and_experts(g, x, rms_norm(x, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6), E, K, I, H);
   return g;
 }
 

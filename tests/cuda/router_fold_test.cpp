@@ -85,13 +85,7 @@ Graph o_and_moe_block(int64_t E, int64_t K, int64_t I, int64_t H, int64_t A) {
   x.output("x");
   Tensor attn = input(g, "attn", DType::F32, {s, A});
   Tensor h = x + linear(attn, cast(input(g, "w_o", DType::BF16, {H, A}), DType::F32), std::nullopt);
-  Tensor hn = rms_norm(h, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6);
-  Tensor probs = softmax(linear(hn, cast(input(g, "router", DType::BF16, {E, H}), DType::F32), std::nullopt), -1);
-  Tensor chosen = testing::top_k_chosen(g, probs, E, K);
-  Tensor w = probs * chosen;
-  w = w / sum(w, {-1}, true);
-  (h + testing::gated_experts(g, hn, chosen, w, E, I, H)).output("out");
-  w.output("weights");
+  testing::moe_routing_and_experts(g, h, rms_norm(h, cast(input(g, "gain", DType::BF16, {H}), DType::F32), 1e-6), E, K, I, H);
   return g;
 }
 

@@ -50,6 +50,17 @@ std::string logits_sum_and_store(int64_t E) {
          "    }\n    return;\n  }\n";
 }
 
+// Where a residual GEMV's text (not yet a twin) takes the logits' parameters (before the dims)
+// and its one wait begins.
+std::optional<std::pair<size_t, size_t>> gemv_points(const std::string& text) {
+  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
+  const size_t p = text.find(dims_param), w = text.find(wait);
+  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
+      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
+    return std::nullopt;
+  return std::make_pair(p, w);
+}
+
 // `text` with `branch` (the logits' blocks, `blocks` of them) inserted at `at`, the GEMV's own
 // code after it seeing the rest of the grid, and M, A and the logits as parameters before the
 // dims (at `params`).
@@ -67,11 +78,9 @@ std::string with_branch(const std::string& text, size_t params, size_t at, int64
 // `blocks` blocks before its own: parameters lm_rm (M, f32 [E, K]), lm_ra (A, f32 [E, N]) and
 // lm_rl (the logits, f32 [E]) before the dims; the GEMV's blocks see the rest of the grid.
 std::optional<std::string> with_logits_blocks(const std::string& text, const RouterThroughO& f, int64_t blocks) {
-  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
-  const size_t p = text.find(dims_param), w = text.find(wait);
-  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
-      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
-    return std::nullopt;
+  const auto at = gemv_points(text);
+  if (!at) return std::nullopt;
+  const auto [p, w] = *at;
   const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
   const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
   const std::string B = std::to_string(blocks);
@@ -104,18 +113,16 @@ std::optional<std::string> with_logits_blocks(const std::string& text, const Rou
     << "            lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t); }\n        }\n"
     << "      }\n"
     << logits_sum_and_store(E);
-  return with_branch(text, p, w + wait.size(), blocks, s.str());
+  return with_branch(text, p, w + std::string("  lm_grid_wait();\n").size(), blocks, s.str());
 }
 
 // with_logits_blocks' form whose logits' blocks load their rows of M and A into registers before
 // the wait (weights: no kernel writes them), so that they stream while attention runs (opt-in,
 // to measure: LUMINAL_CUDA_ROUTER_EARLY_LOADS=1).
 std::optional<std::string> with_early_logits_blocks(const std::string& text, const RouterThroughO& f, int64_t blocks) {
-  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
-  const size_t p = text.find(dims_param), w = text.find(wait);
-  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
-      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
-    return std::nullopt;
+  const auto at = gemv_points(text);
+  if (!at) return std::nullopt;
+  const auto [p, w] = *at;
   const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
   const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
   const std::string B = std::to_string(blocks), R = std::to_string(kRowsPerBlock);
