@@ -134,10 +134,7 @@ class KernelWriter {
     const std::string bounds =
         "__launch_bounds__(" + std::to_string(max_threads) + (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") + ") ";
     std::string name = "lm_" + kind + "_" + hash_key(bounds + text);
-    if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
-      functions.names.push_back(name);
-      functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text + "\n");
-    }
+    if (!functions.find(name)) functions.add(name, "extern \"C\" __global__ void " + bounds + name + text + "\n");
     return name;
   }
 
@@ -907,6 +904,12 @@ const std::string* FunctionSet::find(const std::string& name) const {
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return &texts[i];
   return nullptr;
+}
+
+void FunctionSet::add(const std::string& name, const std::string& text) {
+  if (find(name)) return;
+  names.push_back(name);
+  texts.push_back(text);
 }
 
 NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::string>& graph_dims, FunctionSet& functions,

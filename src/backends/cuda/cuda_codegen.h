@@ -210,7 +210,17 @@ struct FunctionSet {
   std::vector<std::string> names, texts;
   // The text of the function named `name`, or null.
   const std::string* find(const std::string& name) const;
+  // Adds function `name` unless it is there (identical texts share a name).
+  void add(const std::string& name, const std::string& text);
 };
+
+// For twins of generated functions (cuda_group_fold.cpp): where `text` declares its dims
+// parameter and where its one griddepcontrol wait begins (nullopt where it has no such
+// parameter or not exactly one wait); and a function's transformed `text` renamed `prefix` and
+// its hash (nullopt where there is no text or it does not name `function`), as (name, text).
+std::optional<std::pair<size_t, size_t>> dims_and_wait(const std::string& text);
+std::optional<std::pair<std::string, std::string>> renamed_twin(const std::string& function, std::optional<std::string> text,
+                                                                const std::string& prefix);
 
 // What generated kernels may trade away.
 struct CodegenOptions {

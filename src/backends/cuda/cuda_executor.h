@@ -4,6 +4,7 @@
 // across runs; intermediates come from a free list by size, so steady-state runs allocate
 // nothing; a Scatter into an input that nothing else reads updates it in place (the KV cache).
 // The same calls as the reference interpreter, so callers and tests swap one for the other.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -585,7 +586,7 @@ class CudaExecutor {
     void* group_function = nullptr;
     void* prep_function = nullptr;
     DevicePtr weights = 0;
-    std::vector<uint64_t> versions;
+    std::array<uint64_t, 3> versions{};  // of W_r, the gain and W_o
   };
   std::map<NodeId, RouterFold> router_folds_;
   std::map<NodeId, size_t> routers_in_o_;  // this run's: router -> its group

@@ -14,6 +14,24 @@
 
 namespace luminal::cuda {
 
+constexpr const char* kWait = "  lm_grid_wait();\n";
+
+std::optional<std::pair<size_t, size_t>> dims_and_wait(const std::string& text) {
+  const size_t p = text.find("const long long* __restrict__ lm_dims) {\n"), w = text.find(kWait);
+  if (p == std::string::npos || w == std::string::npos || text.find(kWait, w + 1) != std::string::npos) return std::nullopt;
+  return std::make_pair(p, w);
+}
+
+std::optional<std::pair<std::string, std::string>> renamed_twin(const std::string& function, std::optional<std::string> text,
+                                                                const std::string& prefix) {
+  if (!text) return std::nullopt;
+  const std::string name = prefix + hash_key(*text);
+  const size_t at = text->find(function);
+  if (at == std::string::npos) return std::nullopt;
+  text->replace(at, function.size(), name);
+  return std::make_pair(name, *text);
+}
+
 namespace {
 
 // `text` (a generated function) with the group's code after its wait: the group's outputs and
@@ -21,11 +39,9 @@ namespace {
 // dims in a scope of their own, and the scales (lm_in2) read from member `scale`'s shared copy.
 // nullopt where the text is not of the expected form.
 std::optional<std::string> with_group(const std::string& text, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims) {
-  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
-  const size_t p = text.find(dims_param), w = text.find(wait);
-  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
-      text.find("lm_in2") == std::string::npos || text.find("lm_go0") != std::string::npos)
-    return std::nullopt;
+  const auto at = dims_and_wait(text);
+  if (!at || text.find("lm_in2") == std::string::npos || text.find("lm_go0") != std::string::npos) return std::nullopt;
+  const auto [p, w] = *at;
   std::string params;
   for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
   for (size_t l = 0; l < grp.leaves.size(); ++l) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
@@ -44,7 +60,7 @@ std::optional<std::string> with_group(const std::string& text, const SmallGroup&
   }
   code += body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
   std::string out = text;
-  out.insert(w + wait.size(), code);
+  out.insert(w + std::string(kWait).size(), code);
   out.insert(p, params);
   return out;
 }
@@ -62,17 +78,10 @@ std::shared_ptr<NodeKernels> twin_of(const NodeKernels& f, const std::function<s
       if (!renamed.count(l.function)) {
         const std::string* text = functions.find(l.function);
         if (!text) return nullptr;
-        std::optional<std::string> t = transform(*text);
-        if (!t) return nullptr;
-        const std::string name = prefix + hash_key(*t);
-        const size_t at = t->find(l.function);
-        if (at == std::string::npos) return nullptr;
-        t->replace(at, l.function.size(), name);
-        if (!functions.find(name)) {
-          functions.names.push_back(name);
-          functions.texts.push_back(*t);
-        }
-        renamed[l.function] = name;
+        const auto named = renamed_twin(l.function, transform(*text), prefix);
+        if (!named) return nullptr;
+        functions.add(named->first, named->second);
+        renamed[l.function] = named->first;
       }
       l.function = renamed[l.function];
     }

@@ -53,12 +53,31 @@ std::string logits_sum_and_store(int64_t E) {
 // Where a residual GEMV's text (not yet a twin) takes the logits' parameters (before the dims)
 // and its one wait begins.
 std::optional<std::pair<size_t, size_t>> gemv_points(const std::string& text) {
-  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
-  const size_t p = text.find(dims_param), w = text.find(wait);
-  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos ||
-      text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos)
-    return std::nullopt;
-  return std::make_pair(p, w);
+  if (text.find("lm_res") == std::string::npos || text.find("lm_rl") != std::string::npos) return std::nullopt;
+  return dims_and_wait(text);
+}
+
+// A row of n f32 values as float4s over a block: how many each thread takes.
+int64_t float4s_a_thread(int64_t n) { return (n / 4 + kBlockThreads - 1) / kBlockThreads; }
+
+// A logits block's activations: this thread's float4s of attn (lm_va) and of x (lm_vx).
+std::string logits_inputs(int64_t K, int64_t N) {
+  const int64_t K4 = float4s_a_thread(K), N4 = float4s_a_thread(N);
+  const std::string T = std::to_string(kBlockThreads);
+  return "    const float4* lm_ya = (const float4*)lm_in0;\n    const float4* lm_yx = (const float4*)lm_res;\n"
+         "    float4 lm_va[" + std::to_string(K4) + "], lm_vx[" + std::to_string(N4) + "];\n"
+         "    #pragma unroll\n    for (int lm_u = 0; lm_u < " + std::to_string(K4) + "; ++lm_u) {\n"
+         "      const int lm_q = threadIdx.x + lm_u * " + T + ";\n"
+         "      lm_va[lm_u] = lm_q < " + std::to_string(K / 4) + " ? lm_ya[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n"
+         "    #pragma unroll\n    for (int lm_u = 0; lm_u < " + std::to_string(N4) + "; ++lm_u) {\n"
+         "      const int lm_q = threadIdx.x + lm_u * " + T + ";\n"
+         "      lm_vx[lm_u] = lm_q < " + std::to_string(N / 4) + " ? lm_yx[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n";
+}
+
+// lm_t plus the products of lm_w's four values and activation float4 `v`, as two lines after `in`.
+std::string dot4(const std::string& v, const std::string& in, const std::string& end = "") {
+  return in + "lm_t = __fmaf_rn(lm_w.x, " + v + ".x, lm_t); lm_t = __fmaf_rn(lm_w.y, " + v + ".y, lm_t);\n" + in + "lm_t = __fmaf_rn(lm_w.z, " + v +
+         ".z, lm_t); lm_t = __fmaf_rn(lm_w.w, " + v + ".w, lm_t);" + end + "\n";
 }
 
 // `text` with `branch` (the logits' blocks, `blocks` of them) inserted at `at`, the GEMV's own
@@ -82,19 +101,12 @@ std::optional<std::string> with_logits_blocks(const std::string& text, const Rou
   if (!at) return std::nullopt;
   const auto [p, w] = *at;
   const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
-  const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
+  const int64_t K4 = float4s_a_thread(K), N4 = float4s_a_thread(N);
   const std::string B = std::to_string(blocks);
   std::ostringstream s;
   s << "  if (blockIdx.x < " << B << ") {  // the router's logits, unscaled: M · attn + A · x, " << kRowsPerBlock << " a block\n"
     << "    __shared__ float lm_rpart[" << kBlockThreads / 32 << "][" << kRowsPerBlock << "];\n"
-    << "    const float4* lm_ya = (const float4*)lm_in0;\n    const float4* lm_yx = (const float4*)lm_res;\n"
-    << "    float4 lm_va[" << K4 << "], lm_vx[" << N4 << "];\n"
-    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
-    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
-    << "      lm_va[lm_u] = lm_q < " << K / 4 << " ? lm_ya[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n"
-    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
-    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
-    << "      lm_vx[lm_u] = lm_q < " << N / 4 << " ? lm_yx[lm_q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n    }\n"
+    << logits_inputs(K, N)
     << "    #pragma unroll\n    for (int lm_r = 0; lm_r < " << kRowsPerBlock << "; ++lm_r) {\n"
     << "      const int lm_e = blockIdx.x * " << kRowsPerBlock << " + lm_r;\n"
     << "      float lm_t = 0.0f;\n"
@@ -104,16 +116,14 @@ std::optional<std::string> with_logits_blocks(const std::string& text, const Rou
     << "        #pragma unroll\n        for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
     << "          const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
     << "          if (lm_q < " << K / 4 << ") { const float4 lm_w = __ldcs(lm_wm + lm_q);\n"
-    << "            lm_t = __fmaf_rn(lm_w.x, lm_va[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_va[lm_u].y, lm_t);\n"
-    << "            lm_t = __fmaf_rn(lm_w.z, lm_va[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_va[lm_u].w, lm_t); }\n        }\n"
+    << dot4("lm_va[lm_u]", "            ", " }") << "        }\n"
     << "        #pragma unroll\n        for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
     << "          const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
     << "          if (lm_q < " << N / 4 << ") { const float4 lm_w = __ldcs(lm_wa + lm_q);\n"
-    << "            lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
-    << "            lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t); }\n        }\n"
+    << dot4("lm_vx[lm_u]", "            ", " }") << "        }\n"
     << "      }\n"
     << logits_sum_and_store(E);
-  return with_branch(text, p, w + std::string("  lm_grid_wait();\n").size(), blocks, s.str());
+  return with_branch(text, p, w + std::string("  lm_grid_wait();\n").size(), blocks, s.str());  // after the GEMV's wait
 }
 
 // with_logits_blocks' form whose logits' blocks load their rows of M and A into registers before
@@ -124,7 +134,7 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
   if (!at) return std::nullopt;
   const auto [p, w] = *at;
   const int64_t K = f.attention_width, N = f.hidden, E = f.experts;
-  const int64_t K4 = (K / 4 + kBlockThreads - 1) / kBlockThreads, N4 = (N / 4 + kBlockThreads - 1) / kBlockThreads;
+  const int64_t K4 = float4s_a_thread(K), N4 = float4s_a_thread(N);
   const std::string B = std::to_string(blocks), R = std::to_string(kRowsPerBlock);
   const std::string zero = "make_float4(0.0f, 0.0f, 0.0f, 0.0f)";
   // Row r's weights, thread's float4 u: of M (over attn) and of A (over x).
@@ -142,24 +152,15 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
     << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) lm_wa[lm_r][lm_u] = " << weight("lm_ra", N / 4, "lm_r", "lm_u") << ";\n"
     << "    }\n"
     << "    lm_grid_wait();\n"
-    << "    const float4* lm_ya = (const float4*)lm_in0;\n    const float4* lm_yx = (const float4*)lm_res;\n"
-    << "    float4 lm_va[" << K4 << "], lm_vx[" << N4 << "];\n"
-    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
-    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
-    << "      lm_va[lm_u] = lm_q < " << K / 4 << " ? lm_ya[lm_q] : " << zero << ";\n    }\n"
-    << "    #pragma unroll\n    for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
-    << "      const int lm_q = threadIdx.x + lm_u * " << kBlockThreads << ";\n"
-    << "      lm_vx[lm_u] = lm_q < " << N / 4 << " ? lm_yx[lm_q] : " << zero << ";\n    }\n"
+    << logits_inputs(K, N)
     << "    #pragma unroll\n    for (int lm_r = 0; lm_r < " << R << "; ++lm_r) {\n"
     << "      float lm_t = 0.0f;\n"
     << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << K4 << "; ++lm_u) {\n"
     << "        const float4 lm_w = lm_wm[lm_r][lm_u];\n"
-    << "        lm_t = __fmaf_rn(lm_w.x, lm_va[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_va[lm_u].y, lm_t);\n"
-    << "        lm_t = __fmaf_rn(lm_w.z, lm_va[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_va[lm_u].w, lm_t);\n      }\n"
+    << dot4("lm_va[lm_u]", "        ") << "      }\n"
     << "      #pragma unroll\n      for (int lm_u = 0; lm_u < " << N4 << "; ++lm_u) {\n"
     << "        const float4 lm_w = lm_wa[lm_r][lm_u];\n"
-    << "        lm_t = __fmaf_rn(lm_w.x, lm_vx[lm_u].x, lm_t); lm_t = __fmaf_rn(lm_w.y, lm_vx[lm_u].y, lm_t);\n"
-    << "        lm_t = __fmaf_rn(lm_w.z, lm_vx[lm_u].z, lm_t); lm_t = __fmaf_rn(lm_w.w, lm_vx[lm_u].w, lm_t);\n      }\n"
+    << dot4("lm_vx[lm_u]", "        ") << "      }\n"
     << logits_sum_and_store(E);
   return with_branch(text, p, w, blocks, s.str());  // before the GEMV's wait, which they do not reach
 }
@@ -167,10 +168,10 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
 // `text` (the routing group's function) taking h (lm_rh) before the dims and reading its leaf
 // `leaf`, the unscaled logits, times s from shared memory.
 std::optional<std::string> with_scaled_logits(const std::string& text, const RouterThroughO& f, size_t leaf) {
-  const std::string dims_param = "const long long* __restrict__ lm_dims) {\n", wait = "  lm_grid_wait();\n";
-  const size_t p = text.find(dims_param), w = text.find(wait);
-  if (p == std::string::npos || w == std::string::npos || text.find(wait, w + 1) != std::string::npos || text.find("lm_rh") != std::string::npos)
-    return std::nullopt;
+  const auto at = dims_and_wait(text);
+  if (!at || text.find("lm_rh") != std::string::npos) return std::nullopt;
+  const auto [p, w] = *at;
+  const std::string wait = "  lm_grid_wait();\n";
   const std::string L = "lm_l" + std::to_string(leaf);
   const int64_t N = f.hidden, E = f.experts;
   std::ostringstream s;
@@ -237,22 +238,6 @@ std::string prep_text(const std::string& name, const RouterThroughO& f) {
   return s.str();
 }
 
-void add_function(FunctionSet& functions, const std::string& name, const std::string& text) {
-  if (functions.find(name)) return;
-  functions.names.push_back(name);
-  functions.texts.push_back(text);
-}
-
-// `text` renamed: `prefix` and a hash of the transformed text.
-std::optional<std::pair<std::string, std::string>> renamed(const std::string& old_name, std::optional<std::string> t, const std::string& prefix) {
-  if (!t) return std::nullopt;
-  const std::string name = prefix + hash_key(*t);
-  const size_t at = t->find(old_name);
-  if (at == std::string::npos) return std::nullopt;
-  t->replace(at, old_name.size(), name);
-  return std::make_pair(name, *t);
-}
-
 }  // namespace
 
 void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
@@ -311,34 +296,34 @@ void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, 
       const char* e = std::getenv("LUMINAL_CUDA_ROUTER_EARLY_LOADS");
       return e && std::string(e) == "1";
     }();
+    // Every function is made before any is added: a fold that fails leaves none to compile.
+    std::vector<std::pair<std::string, std::string>> made;
     auto twin = std::make_shared<NodeKernels>();
     twin->linear = ok_.linear;
-    bool all = true;
-    auto make = [&](const Launch& l) {
-      Launch t = l;
+    auto make = [&](const Launch& l) -> std::optional<Launch> {
       const std::string* text = functions.find(l.function);
-      std::optional<std::string> twin_text;
-      if (text) twin_text = early ? with_early_logits_blocks(*text, f, blocks) : with_logits_blocks(*text, f, blocks);
-      const auto named = renamed(l.function, twin_text, "lm_RouterO_");
-      if (!named || !l.residual_in) {
-        all = false;
-        return t;
-      }
-      add_function(functions, named->first, named->second);
+      if (!text || !l.residual_in) return std::nullopt;
+      const auto named = renamed_twin(l.function, early ? with_early_logits_blocks(*text, f, blocks) : with_logits_blocks(*text, f, blocks),
+                                      "lm_RouterO_");
+      if (!named) return std::nullopt;
+      made.push_back(*named);
+      Launch t = l;
       t.function = named->first;
       t.extra_blocks = blocks;
       return t;
     };
-    twin->launches.push_back(make(ok_.launches.back()));
-    for (const Launch& l : ok_.alternatives) twin->alternatives.push_back(make(l));
+    bool all = true;
+    if (const auto t = make(ok_.launches.back())) twin->launches.push_back(*t); else all = false;
+    for (const Launch& l : ok_.alternatives)
+      if (const auto t = make(l)) twin->alternatives.push_back(*t); else all = false;
     const std::string* group_text = functions.find(grp.launch.function);
-    const auto group_twin = group_text ? renamed(grp.launch.function, with_scaled_logits(*group_text, f, *leaf), "lm_RoutedGroup_") : std::nullopt;
+    const auto group_twin = group_text ? renamed_twin(grp.launch.function, with_scaled_logits(*group_text, f, *leaf), "lm_RoutedGroup_") : std::nullopt;
     if (!all || !group_twin) continue;
-    add_function(functions, group_twin->first, group_twin->second);
+    made.push_back(*group_twin);
     f.group_function = group_twin->first;
-    const std::string prep = prep_text("lm_RouterOPrep_", f);
-    f.prep_function = "lm_RouterOPrep_" + hash_key(prep);
-    add_function(functions, f.prep_function, prep_text(f.prep_function, f));
+    f.prep_function = "lm_RouterOPrep_" + hash_key(prep_text("lm_RouterOPrep_", f));
+    made.emplace_back(f.prep_function, prep_text(f.prep_function, f));
+    for (const auto& [name, text] : made) functions.add(name, text);
     ok_.router_logits = twin;
     grp.router_through_o = f;
   }

@@ -41,10 +41,10 @@ std::optional<size_t> CudaExecutor::router_fold_at(NodeId o, bool gemv_residual,
   // graphs (invariant_inputs_, new_values), which replay the launches that read them, and then
   // changes between runs, so the router runs on its own from then on. Never made while a graph
   // is recorded (its replays would make them every step).
-  const std::vector<NodeId> weights = {f.router_weight, f.gain, f.o_weight};
+  const std::array<NodeId, 3> weights = {f.router_weight, f.gain, f.o_weight};
   for (NodeId w : weights)
     if (changing_inputs_.count(w)) return std::nullopt;
-  const std::vector<uint64_t> versions = {input_versions_[f.router_weight], input_versions_[f.gain], input_versions_[f.o_weight]};
+  const std::array<uint64_t, 3> versions = {input_versions_[f.router_weight], input_versions_[f.gain], input_versions_[f.o_weight]};
   if (!r.weights || r.versions != versions) {
     if (capture) return std::nullopt;
     for (NodeId w : weights) invariant_inputs_.insert(w);

@@ -632,10 +632,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
     const bool linear = std::any_of(nodes.begin(), nodes.end(), [&](NodeId id) { return group_linear(plan, id).has_value(); });
     const std::string bounds = "__launch_bounds__(" + std::to_string(kBlockThreads) + (linear ? ", 1" : "") + ") ";
     const std::string name = "lm_SmallGroup_" + hash_key(bounds + text.str());
-    if (std::find(functions.names.begin(), functions.names.end(), name) == functions.names.end()) {
-      functions.names.push_back(name);
-      functions.texts.push_back("extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
-    }
+    if (!functions.find(name)) functions.add(name, "extern \"C\" __global__ void " + bounds + name + text.str() + "\n");
     grp.launch = Launch{name, Launch::Grid::Rows, Expr(blocks)};
     if (options.warp_groups && blocks == 1 && !linear) grp.launch.row_length = Expr(1);  // a warp (CudaExecutor::launch_shape)
     grp.counter = blocks > 1;
