@@ -2,6 +2,9 @@
 // Small graphs that reach every primitive op and every kernel node the compiler emits, with the
 // views that make indexing hard (permutes, broadcasts, slices, pads, dynamic dims), and their
 // inputs. Shared by the NVRTC compile test (no GPU) and the executor test (GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -88,6 +91,14 @@ inline void moe_routing_and_experts(Graph& g, const Tensor& residual, const Tens
   w = w / sum(w, {-1}, true);
   (residual + gated_experts(g, hn, chosen, w, E, I, H)).output("out");
   w.output("weights");
+}
+
+// `got` against `want`, element for element, within rel * (1 + |want|); fatal at the first miss
+// (callers wrap it in ASSERT_NO_FATAL_FAILURE). `what` and `at` name the value in messages.
+inline void assert_near_buffers(const Buffer& want, const Buffer& got, double rel, const std::string& what, const std::string& at) {
+  ASSERT_EQ(got.numel(), want.numel()) << what << at;
+  for (size_t i = 0; i < want.numel(); ++i)
+    ASSERT_NEAR(got.get(i), want.get(i), rel * (1 + std::abs(want.get(i)))) << what << "[" << i << "]" << at;
 }
 
 inline const std::vector<int64_t>& s_values() {

@@ -156,12 +156,8 @@ void check_moe_block_folds(const std::function<CudaOptions(bool)>& with, const s
       for (int rep = 0; rep < 3; ++rep) {
         cuda.run();
         const std::string at = " (s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + (on ? "" : ", no fold") + ")";
-        for (const char* name : {"weights", "out"}) {
-          const Buffer want = ref.output(name), got = cuda.output(name);
-          ASSERT_EQ(got.numel(), want.numel());
-          for (size_t i = 0; i < want.numel(); ++i)
-            ASSERT_NEAR(got.get(i), want.get(i), 2e-5 * (1 + std::abs(want.get(i)))) << name << "[" << i << "]" << at;
-        }
+        for (const char* name : {"weights", "out"})
+          ASSERT_NO_FATAL_FAILURE(testing::assert_near_buffers(ref.output(name), cuda.output(name), 2e-5, name, at));
         if (rep == 0) {
           EXPECT_EQ(folds(cuda) > before, on && rows == 1) << at;
           EXPECT_EQ(cuda.small_groups_run() > launched, rows == 1) << at;
