@@ -254,6 +254,17 @@ std::string rms_scale_of_registers(double eps) {
 
 // Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
 // a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
+// A graph input no node writes in place (a weight, not a KV cache a Scatter updates): its
+// values may be read before a kernel's wait on the ones before it.
+bool unwritten_input(const Graph& g, NodeId id) {
+  if (g.node(id).op != OpKind::Input) return false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<NodeId>(i));
+    if (n.op == OpKind::Scatter && !n.inputs.empty() && n.inputs[0].src == id) return false;
+  }
+  return true;
+}
+
 bool linear_output(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   return n.op == OpKind::Kernel && n.kernel == "Matmul" && n.dtype == DType::F32 && n.inputs.size() == 2 &&
@@ -1223,14 +1234,17 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
     auto store_v = [&](const std::string& at, DType from) {
       return w.out_store(at, residual ? "(lm_res ? lm_v + ((const float*)lm_res)[" + at + "] : lm_v)" : "lm_v", from);
     };
+    // Weight loads before the wait (linear_weight_preload) where no kernel writes the weight.
+    const bool preload = weights_before_wait() && unwritten_input(g, n.inputs[1].src);
     auto gemv = [&](const ViewLayer* a_layer, const ViewLayer* b_layer, DType a_dtype, const LinearVariant& v,
                     const NormPrologue* norm = nullptr) -> std::optional<Launch> {
-      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v, nullptr, norm);
+      auto body = strided_linear_body(a_layer, b_layer, {a_dtype, w.in_dtype(1)}, count_decl, store_v, v, nullptr, norm, nullptr, preload);
       if (!body) return std::nullopt;
       w.set_residual_param(residual);
       w.set_gain_param(norm != nullptr);
-      Launch l = linear_launch(
-          w.finish(*body, functions, linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v, linear_prefetch_budget(g.node(n.inputs[0].src)))), count, v);
+      std::string before = linear_weight_prefetch(a_layer, b_layer, w.in_dtype(1), v, linear_prefetch_budget(g.node(n.inputs[0].src)));
+      if (preload) before += linear_weight_preload(a_layer, b_layer, w.in_dtype(1), count_decl, v, norm);
+      Launch l = linear_launch(w.finish(*body, functions, before), count, v);
       w.set_residual_param(false);
       w.set_gain_param(false);
       l.residual_in = residual;
@@ -1525,6 +1539,9 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
   cat.shape[r - 1] = total;
   KernelWriter w(g, members[0], graph_dims);
   w.set_extra_outputs(members.size() - 1);
+  // The members' weights are one allocation where the group runs (CudaExecutor::weights_in_place).
+  bool preload = weights_before_wait();
+  for (NodeId id : members) preload = preload && unwritten_input(g, g.node(id).inputs[1].src);
   const Expr count = product_of(first.shape, 0, first.shape.size() - 1) * total;
   const std::string count_decl = "  const long long lm_count = " + c(count) + ";\n";
   // Element (row, j) of the concatenated output goes to the member whose columns hold j.
@@ -1548,12 +1565,13 @@ std::optional<NodeKernels> emit_grouped_linear(const Graph& g, const std::vector
       for (LinearVariant v : kLinearVariants) {
         if (gated && v.cols % 2 != 0) continue;  // a unit pairs gate's columns with up's
         v.staged = pass == 1;
-        auto body = strided_linear_body(a, &cat, {DType::F32, w.in_dtype(1)}, count_decl, store, v, nullptr, norm, gated);
+        auto body = strided_linear_body(a, &cat, {DType::F32, w.in_dtype(1)}, count_decl, store, v, nullptr, norm, gated, preload);
         if (!body && v.staged) continue;
         if (!body) return std::nullopt;
-        const std::string prefetch =
+        std::string before =
             linear_weight_prefetch(a, &cat, w.in_dtype(1), v, linear_prefetch_budget(g.node(first.inputs[0].src)), gated ? &gated->half : nullptr);
-        Launch l = linear_launch(w.finish(*body, functions, prefetch), count, v);
+        if (preload) before += linear_weight_preload(a, &cat, w.in_dtype(1), count_decl, v, norm, gated);
+        Launch l = linear_launch(w.finish(*body, functions, before), count, v);
         l.gain_in = norm != nullptr;
         (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
       }

@@ -158,7 +158,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
                                                const LinearVariant& v = kLinearVariants[0], const ViewLayer* scale = nullptr,
-                                               const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
+                                               const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr,
+                                               bool preloaded = false);
 // `scale` (ScaledMatmul, read from lm_in2 as A is): row i's sums times its scale; a unit whose
 // rows' scales are all zero writes zeros without reading its weight rows. With `gated` too (an
 // MoE's gate/up experts whose one reader is their gated product), each unit's gate and up sums
@@ -269,6 +270,16 @@ int scaled_mma_shared_bytes(const ScaledMmaTile& tile);                         
 // read gate's rows and up's.
 std::string linear_weight_prefetch(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const LinearVariant& v, long long budget_bytes,
                                    const Expr* half = nullptr);
+// Code for before the kernel's wait, with strided_linear_body(..., preloaded = true) after it
+// (the same schedule, no scale): the weight loads of the first k pass of each thread's first
+// unit, into registers (lm_q<u>_<k>, with lm_pre set where they were issued), which that pass
+// then takes in place of its own. So each resident team's first trip to memory overlaps the
+// kernels before it. Only for a weight no kernel writes: the caller checks. "" where the
+// operands do not fit the GEMV.
+std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const std::string& count_decl, const LinearVariant& v,
+                                  const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
+// Whether dense GEMVs preload so (on; LUMINAL_CUDA_GEMV_PRELOAD=0 for the text without).
+bool weights_before_wait();
 // The prefetch budget of a linear layer whose activations come from `producer`: by default none.
 // After another linear layer (most of a decode) the early lines only compete with that layer's
 // own stream: on the H200 a Llama-3-8B step took 4.54 ms with 16 MB, 4.46 with 8 (the old

@@ -19,6 +19,71 @@ LinearUnits linear_units(const LinearVariant& v) {
   return {"(long long)blockIdx.x * " + teams, team, "(long long)gridDim.x * " + teams};
 }
 
+// Unit lm_w's offsets lm_o<k> of its C weight rows from lm_B (rows lm_j0 + k, or with a gated
+// product gate's rows lm_j0 + k and up's lm_h + lm_j0 + k - C / 2). A column past the output's
+// width reads the tile's first row again (its sums are not stored).
+static std::string column_offsets(int C, bool gated) {
+  const int CW = gated ? C / 2 : C;
+  std::ostringstream s;
+  for (int k = 0; k < C; ++k) {
+    if (!gated) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+    else if (k < CW) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_h ? " << k << " : 0) * lm_bs;\n";
+    else s << "      const long long lm_o" << k << " = (lm_h + (lm_j0 + " << k - CW << " < lm_h ? " << k - CW << " : 0)) * lm_bs;\n";  // up's rows
+  }
+  return s.str();
+}
+
+// Whether the unit's 16-byte loads are aligned (lm_vec): true for every real weight (k a
+// multiple of 8).
+static std::string vec_condition(int C, int per, bool gain) {
+  return "      const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk" + std::string(C > 1 ? " | lm_bs" : "") + ") & " + std::to_string(per - 1) +
+         ") == 0 && ((lm_ao | lm_as" + (gain ? " | lm_go" : "") + ") & 3) == 0;\n";
+}
+
+bool weights_before_wait() {
+  static const bool on = env_switch_on("LUMINAL_CUDA_GEMV_PRELOAD");
+  return on;
+}
+
+std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const std::string& count_decl, const LinearVariant& v,
+                                  const NormPrologue* norm, const GatedEpilogue* gated) {
+  const size_t r = a ? a->shape.size() : 0;
+  if (!a || !b || r < 2 || b->shape.size() != r || (w_dtype != DType::F32 && w_dtype != DType::BF16)) return "";
+  const bool bf16 = w_dtype == DType::BF16, gain = norm && norm->gain;
+  const int per = bf16 ? 8 : 4, C = v.cols, T = v.team, U = v.in_flight, R = v.rows, CW = gated ? C / 2 : C;
+  const std::string vec = bf16 ? "uint4" : "float4", wt = bf16 ? "uint16_t" : "float";
+  const std::string step = "(" + std::to_string(T) + " * " + std::to_string(per) + ")";
+  const LinearUnits units = linear_units(v);
+  std::ostringstream s;
+  s << "  " << vec << " ";
+  for (int u = 0; u < U; ++u)
+    for (int k = 0; k < C; ++k) s << (u || k ? ", " : "") << "lm_q" << u << "_" << k;
+  s << ";\n  bool lm_pre = false;  // the first pass of this thread's first unit, loaded before the wait\n"
+    << "  {\n" << count_decl
+    << "  const long long lm_m = " << c(a->shape[r - 2]) << ", lm_kk = " << c(a->shape[r - 1]) << ", lm_n = " << c(b->shape[r - 1]) << ";\n"
+    << (gated ? "  const long long lm_h = " + c(gated->half) + ";\n" : std::string())
+    << "  const long long lm_groups = (lm_m + " << R - 1 << ") / " << R << ", lm_tiles = (" << (gated ? "lm_h" : "lm_n") << " + " << CW - 1 << ") / "
+    << CW << ";\n"
+    << "  const long long lm_units = lm_m > 0 && lm_n > 0 ? lm_count / (lm_m * lm_n) * lm_groups * lm_tiles : 0;\n"
+    << "  const int lm_tid = threadIdx.x % " << T << ";\n"
+    << "  const long long lm_w = " << units.block_first << " + " << units.team_offset << ";\n"
+    << "  if (lm_w >= 0 && lm_w < lm_units) {\n"
+    << "      const long long lm_j0 = (lm_w % lm_tiles) * " << CW << ", lm_b = lm_w / lm_tiles / lm_groups;\n"
+    << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
+    << batch_offsets(a, b, nullptr, "      ")
+    << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
+    << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n"
+    << (gain ? "      const long long lm_go = " + c(norm->gain_offset) + ";\n" : std::string())
+    << column_offsets(C, gated != nullptr) << vec_condition(C, per, gain)
+    << "      const long long lm_p = lm_tid * " << per << ";\n"
+    << "      if (lm_vec && lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_kk) {\n";
+  for (int u = 0; u < U; ++u)
+    for (int k = 0; k < C; ++k)
+      s << "        lm_q" << u << "_" << k << " = __ldcs((const " << vec << "*)(lm_B + lm_o" << k << " + lm_p + " << u << " * " << step << "));\n";
+  s << "        lm_pre = true;\n      }\n  }\n  }\n";
+  return s.str();
+}
+
 // Matmul C[b, i, j] = sum_p A[b, i, p] * B[b, p, j] where both operands are plain strided, A is
 // f32 with unit stride along k and B (f32 or bf16) has unit stride along k too: a linear layer,
 // B = Wᵀ of a row-major [n, k] weight. A work unit is `cols` adjacent columns j and a group of up
@@ -31,7 +96,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
                                                const std::string& count_decl,
                                                const std::function<std::string(const std::string&, DType)>& out_store,
                                                const LinearVariant& v, const ViewLayer* scale, const NormPrologue* norm,
-                                               const GatedEpilogue* gated) {
+                                               const GatedEpilogue* gated, bool preloaded) {
   const size_t r = a ? a->shape.size() : 0;
   if (scale && (scale->shape.size() != r || dt.size() < 3 || dt[2] != DType::F32)) return std::nullopt;
   // A norm with a scale only for a gated product (an MoE decode's gate/up experts: listed
@@ -47,6 +112,11 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   const int C = v.cols, T = v.team, U = v.in_flight, R = v.rows;
   // With a norm, column C of the accumulators holds the row's sum of x² (summed as the columns are).
   const int CC = C + (norm ? 1 : 0);
+  // With `preloaded`, the thread's first unit takes its first pass from the loads issued before
+  // the wait (linear_weight_preload: lm_q<u>_<k>, lm_pre): summed into the unit's sums at once
+  // after the wait (and the stage), so that those registers are free before the loops, and the
+  // unit's k loop then starts at its second pass. The sums' order is the loop's.
+  const bool use_preload = preloaded && !scale;
   // Output columns a unit stores: with a gated product, half its columns are gate's, half up's.
   const int CW = gated ? C / 2 : C;
   const std::string NT = gated ? "lm_h" : "lm_n";  // the output's columns
@@ -145,7 +215,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   s << "  for (long long lm_base = " << units.block_first << "; lm_base < lm_units; lm_base += " << units.step << ") {\n"
     << "    const long long lm_w = lm_base + " << units.team_offset << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
-    << "    float lm_acc[" << R << "][" << CC << "] = {};\n"
+    << (use_preload ? "    const bool lm_from_pre = lm_pre;  // the unit whose first pass is in lm_acc already\n    lm_pre = false;\n"
+                    : "    float lm_acc[" + std::to_string(R) + "][" + std::to_string(CC) + "] = {};\n")
     << (scale ? "    float lm_sc[" + std::to_string(R) + "];\n" : std::string())
     << "    int lm_rows = 0;\n    long long lm_j0 = 0, lm_g = 0, lm_b = 0;\n"
     << "    if (lm_live) {\n"
@@ -172,15 +243,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
       << "((const float*)lm_in2)[lm_so + (lm_g * " << R << " + lm_i) * " << c(scale->strides[r - 2]) << "];\n"
       << "        lm_any = lm_any || lm_sc[lm_i] != 0.0f;\n      }\n"
       << "      if (!lm_any) lm_ke = 0;\n";
-  // A column past n reads the tile's first row again (its sums are not stored).
-  for (int k = 0; k < C; ++k) {
-    if (!gated) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
-    else if (k < CW) s << "      const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_h ? " << k << " : 0) * lm_bs;\n";
-    else s << "      const long long lm_o" << k << " = (lm_h + (lm_j0 + " << k - CW << " < lm_h ? " << k - CW << " : 0)) * lm_bs;\n";  // up's rows
-  }
-  // 16-byte loads need 16-byte aligned rows: true for every real weight (k a multiple of 8).
-  s << "      const bool lm_vec = ((lm_ao | lm_bo | lm_as | lm_kk" << (C > 1 ? " | lm_bs" : "") << ") & " << per - 1
-    << ") == 0 && ((lm_ao | lm_as" << (gain ? " | lm_go" : "") << ") & 3) == 0;\n"
+  s << column_offsets(C, gated != nullptr) << vec_condition(C, per, gain)
     << "      long long lm_p0 = 0;\n"
     << "      if (lm_vec) {\n";
   // The products of the 16-byte chunks of W at column `at` (registers lm_r<u>_<k>) with up to
@@ -251,7 +314,7 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
   auto kloop = [&](const std::string& tail_a) {
     std::ostringstream o;
     auto vector_loop = [&](bool from_stage) {
-      o << "        long long lm_p = lm_tid * " << per << ";\n"
+      o << "        long long lm_p = lm_tid * " << per << (use_preload ? " + (lm_from_pre ? " + std::to_string(U) + " * " + step + " : 0)" : "") << ";\n"
         << "        for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_ke; lm_p += " << U << " * " << step << ") {\n";
       for (int u = 0; u < U; ++u) o << loads(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
       for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
@@ -287,6 +350,41 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     o << "      }\n";
     return o.str();
   };
+  std::string first_pass;
+  if (use_preload) {
+    std::ostringstream o;
+    // The unit's sums live through the loop (zeroed after each unit's stores), so the first
+    // pass needs no registers of its own past it.
+    o << "  float lm_acc[" << R << "][" << CC << "] = {};\n"
+      << "  if (lm_pre) {  // the first pass of the thread's first unit, from the loads before the wait\n"
+      << "      const long long lm_w = " << units.block_first << " + " << units.team_offset << ";\n"
+      << "      const long long lm_j0 = (lm_w % lm_tiles) * " << CW << ", lm_t = lm_w / lm_tiles, lm_b = lm_t / lm_groups, lm_g = lm_t % lm_groups;\n"
+      << "      const int lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
+      << "      long long lm_ao = " << c(a->offset) << ", lm_bo = 0;\n"
+      << batch_offsets(a, b, nullptr, "      ")
+      << "      const long long lm_as = " << c(a->strides[r - 2]) << ";\n"
+      << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
+      << (gain ? "      const " + std::string(gain_bf16 ? "uint16_t" : "float") + "* lm_G = (const " + (gain_bf16 ? "uint16_t" : "float") +
+                     "*)lm_gain + " + c(norm->gain_offset) + ";\n"
+               : std::string())
+      << "      const long long lm_p = lm_tid * " << per << ";\n";
+    for (int u = 0; u < U; ++u)
+      for (int k = 0; k < C; ++k) o << "      const " << vec << " lm_r" << u << "_" << k << " = lm_q" << u << "_" << k << ";\n";
+    auto chunks = [&](bool from_stage) {
+      for (int u = 0; u < U; ++u) o << chunk(u, "lm_p + " + std::to_string(u) + " * " + step, from_stage);
+    };
+    if (staged) {
+      o << "      if (lm_staged) {\n";
+      chunks(true);
+      o << "      } else {\n";
+      chunks(false);
+      o << "      }\n";
+    } else {
+      chunks(false);
+    }
+    o << "  }\n";
+    first_pass = o.str();
+  }
   s << kloop("lm_A[lm_i * lm_as + lm_p]") << "    }\n";
   // The sums, then the stores: row lm_i of the unit at output row `row` of its batch.
   auto stores = [&](const std::string& row) {
@@ -340,10 +438,13 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
         << store("        ") << "      }\n    }\n    __syncthreads();\n";
     return o.str();
   };
-  s << stores("lm_g * " + std::to_string(R) + " + lm_i") << "  }\n";
+  s << stores("lm_g * " + std::to_string(R) + " + lm_i");
+  if (use_preload)
+    s << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n      for (int lm_k = 0; lm_k < " << CC << "; ++lm_k) lm_acc[lm_i][lm_k] = 0.0f;\n";
+  s << "  }\n";
   if (scale)
     s << scaled_batches_epilogue(NT, gated ? gated->store("lm_z", "0.0f", "0.0f") : "const float lm_v = 0.0f; " + out_store("lm_z", DType::F32));
-  if (!scale || gated) return head + s.str();
+  if (!scale || gated) return head + first_pass + s.str();
   arow = "lm_ar[lm_i]";
   wload = "__ldg";  // each group of listed rows reads the weight rows again: keep them cached
   return head + scaled_rows_path(a, b, scale, v, bf16, kloop("lm_ar[lm_i][lm_p]"), stores("lm_rl[lm_g0 + lm_i]"), out_store) + s.str();

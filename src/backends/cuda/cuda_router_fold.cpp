@@ -85,10 +85,13 @@ std::string dot4(const std::string& v, const std::string& in, const std::string&
 // dims (at `params`).
 std::string with_branch(const std::string& text, size_t params, size_t at, int64_t blocks, const std::string& branch) {
   const std::string B = std::to_string(blocks);
-  std::string rest = text.substr(at);
-  rest = std::regex_replace(rest, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
-  rest = std::regex_replace(rest, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
-  std::string out = text.substr(0, at) + branch + rest;
+  // The code before the wait too (a weight preload takes the GEMV's first unit; the logits'
+  // blocks see a negative index there, which takes none).
+  auto renamed = [&](std::string t) {
+    t = std::regex_replace(t, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
+    return std::regex_replace(t, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
+  };
+  std::string out = renamed(text.substr(0, at)) + branch + renamed(text.substr(at));
   out.insert(params, "const char* __restrict__ lm_rm, const char* __restrict__ lm_ra, char* __restrict__ lm_rl, ");
   return out;
 }
