@@ -108,5 +108,50 @@ TEST(CudaBackend, GemvsLoadingWeightsBeforeTheirWaitMatchTheReference) {
     }
 }
 
+// An MoE block of one token, then three (moe_routing_and_experts): with one token the
+// gated gate/up experts release the expert sum after their wait, and the sum, launched right
+// after them, lists its experts and loads its first weights before its own wait
+// (NodeKernels::expert_sum_early). Four chosen experts of 1024 values end to end each: long
+// enough for a first pass in every expert-sum schedule. Every schedule, launched, recorded and
+// replayed, against the reference.
+TEST(CudaBackend, ExpertSumsLoadingWeightsBeforeTheirWaitMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
+  if (!gen::expert_sums_before_wait()) GTEST_SKIP() << "LUMINAL_CUDA_EXPERT_SUM_PRELOAD=0";
+  constexpr int64_t E = 16, K = 4, I = 1024, H = 256;
+  Graph g;
+  Tensor x = input(g, "x", DType::F32, {Expr::var("s"), Expr(H)});
+  testing::moe_routing_and_experts(g, x, rms_norm(x, cast(input(g, "gain", DType::BF16, {Expr(H)}), DType::F32), 1e-6), E, K, I, H);
+  const Graph plan = compiled(g);
+  uint32_t seed = 800;
+  const std::map<std::string, Buffer> weights{{"gain", testing::random_buffer(DType::BF16, {H}, seed++)},
+                                              {"router", testing::random_buffer(DType::BF16, {E, H}, seed++)},
+                                              {"w_gu", testing::random_buffer(DType::BF16, {E, 2 * I, H}, seed++, -0.05f, 0.05f)},
+                                              {"w_d", testing::random_buffer(DType::BF16, {E, H, I}, seed++, -0.05f, 0.05f)}};
+  // The tuned schedule, then ones of 32, 128 and 64 threads a team, one row and four (kExpertSumVariants).
+  static_assert(std::size(gen::kExpertSumVariants) == 11, "the forced indices below count them");
+  for (int variant : {-1, 2, 5, 7}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = variant, .blocks_per_sm = 1});
+    for (const auto& [name, b] : weights) cuda.set_input(name, b);
+    for (int64_t rows : {int64_t{1}, int64_t{3}}) {
+      std::map<std::string, Buffer> in = weights;
+      in["x"] = testing::random_buffer(DType::F32, {rows, H}, seed++);
+      cuda.set_input("x", in["x"]);
+      Interpreter ref(g);
+      for (const auto& [name, b] : in) ref.set_input(name, b);
+      ref.run();
+      const int64_t before = cuda.expert_sums_early();
+      for (int rep = 0; rep < 3; ++rep) {
+        cuda.run();
+        const std::string at = " (variant " + std::to_string(variant) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) + ")";
+        for (const char* name : {"weights", "out"})
+          ASSERT_NO_FATAL_FAILURE(testing::assert_near_buffers(ref.output(name), cuda.output(name), 2e-5, name, at));
+        if (rep == 0) {
+          EXPECT_EQ(cuda.expert_sums_early() > before, rows == 1) << at;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace luminal::cuda

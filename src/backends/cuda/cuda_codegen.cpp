@@ -568,6 +568,18 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   }
   r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
   r.expert_product = product;
+  if (expert_sums_before_wait()) {
+    NodeKernels e;
+    for (const ExpertSumVariant& v : kExpertSumVariants) {
+      std::string before;
+      auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v, &before);
+      if (!body) break;
+      Launch l{w.finish(*body, functions, before, kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
+      l.blocks_per_sm = v.min_blocks;
+      (e.launches.empty() ? e.launches : e.alternatives).push_back(l);
+    }
+    if (e.alternatives.size() + 1 == std::size(kExpertSumVariants)) r.expert_sum_early = std::make_shared<NodeKernels>(std::move(e));
+  }
   experts_in_one_kernels(g, id, product, epi, prologue_inputs, graph_dims, functions, r);
 }
 
@@ -1355,7 +1367,12 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                 v.early = early;
                 auto body = strided_linear_body(x, lb, dts, count_decl, store_v, v, ls, norm, &epi);
                 if (!body) continue;
-                Launch l = linear_launch(w.finish(*body, functions), count, v);
+                // Released after the wait: an expert sum launched next may then read the scales
+                // before its own (NodeKernels::expert_sum_early).
+                Launch l = linear_launch(expert_sums_before_wait() ? w.finish("  lm_grid_release();  // after the wait (expert_sum_early)\n" + *body,
+                                                                              functions, "", kBlockThreads, 0, false)
+                                                                   : w.finish(*body, functions),
+                                         count, v);
                 l.blocks_per_sm = cap;
                 l.gain_in = norm && norm->gain;
                 (k->launches.empty() ? k->launches : k->alternatives).push_back(l);

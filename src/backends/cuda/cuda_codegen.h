@@ -155,6 +155,11 @@ struct NodeKernels {
   // never crosses memory (CudaExecutor::sums_experts).
   std::shared_ptr<NodeKernels> expert_sum;
   NodeId expert_product = 0;
+  // The expert sum's schedules again, listing the chosen experts and loading each thread's first
+  // weights before their wait (gen::expert_sum_body with `before_wait`): only for a launch right
+  // after the gated gate/up experts' GEMV, which releases its dependents after its own wait, so
+  // that the scales' producer has finished when these start (CudaExecutor, expert_sum_early).
+  std::shared_ptr<NodeKernels> expert_sum_early;
   // The same sum where the product's activations are the gated product of ScaledMatmul
   // `experts_gate_up` (an MoE's gate/up experts): one kernel for the gate/up products, their
   // gated product and this sum, for one token (gen::experts_in_one_body; `normed` where the

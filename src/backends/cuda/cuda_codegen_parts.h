@@ -219,7 +219,7 @@ constexpr ExpertSumVariant kExpertSumVariants[] = {{32, 1, 1}, {32, 2, 1},    {3
                                                    {32, 1, 4}, {64, 2, 4},    {32, 1, 1, 2}, {32, 2, 1, 2}, {64, 1, 1, 2}};
 std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
                                            const std::function<std::string(const std::string&, const std::string&)>& store,
-                                           const ExpertSumVariant& v);
+                                           const ExpertSumVariant& v, std::string* before_wait = nullptr);
 Expr expert_sum_threads(const Expr& rows, const Expr& n, const ExpertSumVariant& v);  // its launch's threads
 // An MoE decode's experts in one kernel (cuda_experts_in_one_codegen.cpp), for one token's row:
 // the chosen experts' gate/up products (ScaledMatmul: A f32 [E, m, k] shared by the experts, the
@@ -280,6 +280,10 @@ std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType 
                                   const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
 // Whether dense GEMVs preload so (on; LUMINAL_CUDA_GEMV_PRELOAD=0 for the text without).
 bool weights_before_wait();
+// Whether gated gate/up experts release their dependents after their wait and expert sums get
+// forms that list their experts and load their first weights before theirs
+// (NodeKernels::expert_sum_early; on; LUMINAL_CUDA_EXPERT_SUM_PRELOAD=0 for neither).
+bool expert_sums_before_wait();
 // The prefetch budget of a linear layer whose activations come from `producer`: by default none.
 // After another linear layer (most of a decode) the early lines only compete with that layer's
 // own stream: on the H200 a Llama-3-8B step took 4.54 ms with 16 MB, 4.46 with 8 (the old

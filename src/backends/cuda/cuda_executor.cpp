@@ -112,7 +112,7 @@ void PlanKernels::drop_alternatives(std::vector<NodeKernels*> extra) {
   // A linear layer's or group's other forms (normed, gated) and an expert sum's schedules keep
   // their first schedules too.
   for (size_t i = 0; i < extra.size(); ++i)
-    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->experts_in_one.get(),
+    for (NodeKernels* form : {extra[i]->normed.get(), extra[i]->gated.get(), extra[i]->expert_sum.get(), extra[i]->expert_sum_early.get(), extra[i]->experts_in_one.get(),
                               extra[i]->routed.get(), extra[i]->group_tail.get(), extra[i]->router_logits.get()})
       if (form) extra.push_back(form);
   std::set<std::string> used;
@@ -228,6 +228,7 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
       if (normed->group_tail) tail_forms_[static_cast<NodeId>(id)] = load_form(normed->group_tail.get(), by_name);
     }
     if (const auto& sum = kernels_.per_node[id]->expert_sum) expert_sum_forms_[id] = load_form(sum.get(), by_name);
+    if (const auto& early = kernels_.per_node[id]->expert_sum_early) expert_sum_early_forms_[id] = load_form(early.get(), by_name);
     if (const auto& one = kernels_.per_node[id]->experts_in_one) {
       experts_in_one_forms_[static_cast<NodeId>(id)] = load_form(one.get(), by_name);
       if (one->normed) experts_in_one_normed_forms_[static_cast<NodeId>(id)] = load_form(one->normed.get(), by_name);
@@ -575,7 +576,7 @@ void CudaExecutor::launch(const Launch& l, const NodeKernels& k, void* function,
   args.push_back(&dims_dev_);
   const auto [blocks, threads] = launch_shape(l);
   if (blocks <= 0) return;
-  ++launches_;
+  ++launches_, ++launch_serial_;
   const int64_t shared = eval(l.shared_bytes);
   if (shared > ctx_.info().max_shared_per_block)
     throw Error("CUDA backend: a kernel needs " + std::to_string(shared) + " bytes of shared memory, more than the device's " +
@@ -629,7 +630,7 @@ void CudaExecutor::flush_pending() {
     push_args(args, p);
     ctx_.launch(p.function, static_cast<unsigned>(p.shape.first), 1, 1, static_cast<unsigned>(p.shape.second), 0, args.data(),
                 options_.overlap_launches);
-    ++launches_;
+    ++launches_, ++launch_serial_;
   };
   void* f = pending_.size() > 1 ? joined_launch_function() : nullptr;
   if (f) {
@@ -645,7 +646,7 @@ void CudaExecutor::flush_pending() {
     }
     for (size_t i = 0; i + 1 < splits.size(); ++i) args.push_back(&splits[i]);
     ctx_.launch(f, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), 0, args.data(), options_.overlap_launches);
-    ++launches_;
+    ++launches_, ++launch_serial_;
     ++launches_paired_;
   } else {  // one held, or their join not compiled (a graph being recorded compiles nothing): in order
     for (const PendingLaunch& p : pending_) alone(p);
@@ -1185,6 +1186,7 @@ void CudaExecutor::run(bool wait) {
           ++small_groups_folded_;
         } else {
           run_form(normed_in ? gated_expert_normed_forms_.at(id) : gated_expert_forms_.at(id), b.ptr, in, capture);
+          gated_experts_at_ = launch_serial_;  // released its dependents after its wait (expert_sum_early)
         }
         ++products_folded_;
       }
@@ -1219,7 +1221,12 @@ void CudaExecutor::run(bool wait) {
       for (const Edge& e : product.inputs) in.push_back(ptr_of(e.src));
       flush_pending();
       DeviceBuffer out = take(n.dtype, concrete(n.shape));
-      run_form(expert_sum_forms_.at(id), out.ptr, in, capture);
+      // Right after the gated gate/up experts (no launch between): the form that lists its
+      // experts and loads its first weights before its wait.
+      const auto early = expert_sum_early_forms_.find(id);
+      const bool after_gated = early != expert_sum_early_forms_.end() && gated_experts_at_ == launch_serial_;
+      run_form(after_gated ? early->second : expert_sum_forms_.at(id), out.ptr, in, capture);
+      if (after_gated) ++expert_sums_early_;
       release_inputs(n, 0);
       live[id] = out;
       continue;

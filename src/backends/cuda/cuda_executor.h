@@ -303,6 +303,8 @@ class CudaExecutor {
   // MoE experts (gate/up, gated product and the sum of the down products), since construction,
   // that ran as one kernel (experts_in_one).
   int64_t experts_in_one_run() const { return experts_in_one_run_; }
+  // Expert sums launched in their early form (NodeKernels::expert_sum_early).
+  int64_t expert_sums_early() const { return expert_sums_early_; }
   // Softmaxes, since construction, that launched nothing: their first reader computed them
   // (softmax_in_readers).
   int64_t softmaxes_folded() const { return softmaxes_folded_; }
@@ -496,6 +498,12 @@ class CudaExecutor {
   bool sums_experts(NodeId id);
   std::set<NodeId> deferred_products_;
   std::map<NodeId, GemvForm> expert_sum_forms_;  // a sum's NodeKernels::expert_sum
+  std::map<NodeId, GemvForm> expert_sum_early_forms_;  // and its expert_sum_early
+  // Every launch counted (never set back, unlike launches_ around a step's refinement), and its
+  // value right after the last gated gate/up experts' GEMV (-1: none yet): an expert sum
+  // launched while it still holds takes its early form.
+  int64_t launch_serial_ = 0, gated_experts_at_ = -1;
+  int64_t expert_sums_early_ = 0;
   // The sum that gate/up experts `id` and its down experts compute in one kernel this run
   // (experts_in_one): one token's row, sm_90, the sum's and the down product's other inputs
   // `ready` now. It then stores the sum (experts_outputs_), and the gated product and the down

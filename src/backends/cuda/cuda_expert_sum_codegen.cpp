@@ -21,7 +21,7 @@ Expr expert_sum_threads(const Expr& rows, const Expr& n, const ExpertSumVariant&
 // [E, m, n] intermediate is written (a decode's sum over 128 experts read 120 zero rows of it).
 std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* b, const ViewLayer* s, DType w_dtype,
                                            const std::function<std::string(const std::string&, const std::string&)>& store,
-                                           const ExpertSumVariant& v) {
+                                           const ExpertSumVariant& v, std::string* before_wait) {
   if (!a || !b || !s || a->shape.size() != 3 || b->shape.size() != 3 || s->shape.size() != 3) return std::nullopt;
   if (!a->strides[2].is_const(1) || !b->strides[1].is_const(1) || !s->strides[2].is_const(0)) return std::nullopt;
   if (!a->shape[0].is_const() || a->shape[0].value() > kMaxListedExperts) return std::nullopt;
@@ -43,7 +43,8 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
     << "    const long long lm_cb = lm_c0 + threadIdx.x;\n    bool lm_on = false;\n"
     << "    if (lm_cb < lm_E)\n"
     << "      for (long long lm_i = 0; lm_i < lm_m && !lm_on; ++lm_i)\n"
-    << "        lm_on = ((const float*)lm_xs)[" << c(s->offset) << " + lm_cb * " << c(s->strides[0]) << " + lm_i * " << c(s->strides[1]) << "] != 0.0f;\n"
+    << "        lm_on = " << (before_wait ? "__ldcg((const float*)lm_xs + " : "((const float*)lm_xs)[") << c(s->offset) << " + lm_cb * " << c(s->strides[0])
+    << " + lm_i * " << c(s->strides[1]) << (before_wait ? ")" : "]") << " != 0.0f;\n"
     << append_listed("    ", "lm_cb", "lm_E", "lm_on_bits", "lm_act", "lm_nact") << "  }\n"
     << "  const long long lm_len = (long long)lm_nact * lm_kk;  // the listed experts' k, end to end\n"
     << "  const int lm_lane = threadIdx.x & 31, lm_tid = threadIdx.x % " << T << ", lm_teams = blockDim.x / " << T << ";\n"
@@ -53,33 +54,56 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
     << ", lm_bs = " << c(b->strides[2]) << ", lm_se = " << c(s->strides[0]) << ", lm_ss = " << c(s->strides[1]) << ";\n"
     // 16-byte loads need every chunk's weight row and activations aligned: true for real models.
     << "  const bool lm_vec = ((" << c(b->offset) << " | lm_be | lm_bs | lm_kk) & " << per - 1 << ") == 0 && ((" << c(a->offset)
-    << " | lm_ae | lm_as) & 3) == 0;\n"
-    // Whole blocks step through the units together, so the barriers of wide teams are reached by all.
-    << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
+    << " | lm_ae | lm_as) & 3) == 0;\n";
+  // With `before_wait`, all of the above runs before the kernel's wait (the scales read from L2:
+  // their producer finished before the kernel before this one released it, CudaExecutor), and
+  // so do the weight loads of the first pass of each thread's first unit (lm_pw<u>_<k>, lm_pre);
+  // after the wait that pass is summed into lm_acc, which lives through the units' loop (zeroed
+  // after each unit's stores), and the unit's loop starts at its second pass.
+  const bool pre = before_wait != nullptr;
+  const std::string head = o.str();
+  o.str("");
+  // Unit lm_w's rows, columns and operands (lm_live: whether it is one).
+  std::string unit_setup =
+      "    const long long lm_j0 = lm_live ? (lm_w % lm_tiles) * " + std::to_string(C) + " : 0, lm_g = lm_live ? lm_w / lm_tiles : 0;\n" +
+      "    const int lm_rows = lm_live ? (int)(lm_m - lm_g * " + std::to_string(R) + " < " + std::to_string(R) + " ? lm_m - lm_g * " +
+      std::to_string(R) + " : " + std::to_string(R) + ") : 0;\n" + "    const float* lm_A = (const float*)lm_xa + " + c(a->offset) + " + lm_g * " +
+      std::to_string(R) + " * lm_as;\n" + "    const " + wt + "* lm_B = (const " + wt + "*)lm_xb + " + c(b->offset) + " + lm_j0 * lm_bs;\n" +
+      "    const float* lm_S = (const float*)lm_xs + " + c(s->offset) + " + lm_g * " + std::to_string(R) + " * lm_ss;\n";
+  // A column past n reads the tile's first column again (its sums are not stored).
+  for (int k = 0; k < C; ++k)
+    unit_setup += "    const long long lm_o" + std::to_string(k) + " = (lm_j0 + " + std::to_string(k) + " < lm_n ? " + std::to_string(k) + " : 0) * lm_bs;\n";
+  // Whole blocks step through the units together, so the barriers of wide teams are reached by all.
+  o << "  for (long long lm_base = (long long)blockIdx.x * lm_teams; lm_base < lm_units; lm_base += (long long)gridDim.x * lm_teams) {\n"
     << "    const long long lm_w = lm_base + threadIdx.x / " << T << ";\n"
     << "    const bool lm_live = lm_w < lm_units;\n"
-    << "    float lm_acc[" << R << "][" << C << "] = {};\n"
-    << "    const long long lm_j0 = lm_live ? (lm_w % lm_tiles) * " << C << " : 0, lm_g = lm_live ? lm_w / lm_tiles : 0;\n"
-    << "    const int lm_rows = lm_live ? (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ") : 0;\n"
-    << "    const float* lm_A = (const float*)lm_xa + " << c(a->offset) << " + lm_g * " << R << " * lm_as;\n"
-    << "    const " << wt << "* lm_B = (const " << wt << "*)lm_xb + " << c(b->offset) << " + lm_j0 * lm_bs;\n"
-    << "    const float* lm_S = (const float*)lm_xs + " << c(s->offset) << " + lm_g * " << R << " * lm_ss;\n";
-  // A column past n reads the tile's first column again (its sums are not stored).
-  for (int k = 0; k < C; ++k) o << "    const long long lm_o" << k << " = (lm_j0 + " << k << " < lm_n ? " << k << " : 0) * lm_bs;\n";
+    << (pre ? "    const bool lm_from_pre = lm_pre;  // the unit whose first pass is in lm_acc already\n    lm_pre = false;\n"
+            : "    float lm_acc[" + std::to_string(R) + "][" + std::to_string(C) + "] = {};\n")
+    << unit_setup;
   // Chunk u of the loop: its expert's offsets, then C weight loads (streaming: read once a step).
   // With one row a unit (a decode's), the chunk's activations and scale load here too, with the
   // weights: loaded in the products below, each chunk's went out only after the chunk before
   // had been summed, one trip to L2 after another (session 43, read in the SASS).
   const bool early = R == 1;
-  auto loads = [&](int u) {
+  auto index = [&](int u) {
+    return "        const long long lm_p" + std::to_string(u) + " = lm_p + " + std::to_string(u) + " * " + step + ";\n" +
+           "        const int lm_x" + std::to_string(u) + " = (int)(lm_p" + std::to_string(u) + " / lm_kk);\n" +
+           "        const long long lm_e" + std::to_string(u) + " = lm_act[lm_x" + std::to_string(u) + "], lm_q" + std::to_string(u) + " = lm_p" +
+           std::to_string(u) + " - lm_x" + std::to_string(u) + " * lm_kk;\n";
+  };
+  // Chunk u's weights into `name`<u>_<k> (declared with `decl`, "" where they were).
+  auto weights = [&](int u, const std::string& name, const std::string& decl) {
+    std::string l;
+    for (int k = 0; k < C; ++k)
+      l += "        " + decl + name + std::to_string(u) + "_" + std::to_string(k) + " = __ldcs((const " + vec + "*)(lm_B + lm_e" + std::to_string(u) +
+           " * lm_be + lm_o" + std::to_string(k) + " + lm_q" + std::to_string(u) + "));\n";
+    return l;
+  };
+  auto loads = [&](int u, bool with_weights = true) {
     std::ostringstream l;
     const std::string U_ = std::to_string(u);
-    l << "        const long long lm_p" << u << " = lm_p + " << u << " * " << step << ";\n"
-      << "        const int lm_x" << u << " = (int)(lm_p" << u << " / lm_kk);\n"
-      << "        const long long lm_e" << u << " = lm_act[lm_x" << u << "], lm_q" << u << " = lm_p" << u << " - lm_x" << u << " * lm_kk;\n";
-    for (int k = 0; k < C; ++k)
-      l << "        const " << vec << " lm_r" << u << "_" << k << " = __ldcs((const " << vec << "*)(lm_B + lm_e" << u << " * lm_be + lm_o" << k
-        << " + lm_q" << u << "));\n";
+    l << index(u);
+    if (with_weights) l << weights(u, "lm_r", "const " + vec + " ");
     if (early) {
       l << "        const float lm_s" << U_ << " = lm_S[lm_e" << U_ << " * lm_se];\n";
       for (int f = 0; f < per; f += 4)
@@ -130,7 +154,7 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
     return l.str();
   };
   o << "    if (lm_live && lm_vec) {\n"
-    << "      long long lm_p = lm_tid * " << per << ";\n"
+    << "      long long lm_p = lm_tid * " << per << (pre ? " + (lm_from_pre ? " + std::to_string(U) + " * " + step + " : 0)" : "") << ";\n"
     << "      for (; lm_p + " << U - 1 << " * " << step << " + " << per << " <= lm_len; lm_p += " << U << " * " << step << ") {\n";
   for (int u = 0; u < U; ++u) o << loads(u);
   for (int u = 0; u < U; ++u) o << products(u);
@@ -169,8 +193,32 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
       << "        for (int lm_y = 0; lm_y < " << T / 32 << "; ++lm_y) lm_v += lm_part[(threadIdx.x / " << T << ") * " << T / 32
       << " + lm_y][lm_i * " << C << " + lm_k];\n"
       << put("        ") << "      }\n    }\n    __syncthreads();\n";
+  if (pre) o << "    for (int lm_i = 0; lm_i < " << R << "; ++lm_i)\n      for (int lm_k = 0; lm_k < " << C << "; ++lm_k) lm_acc[lm_i][lm_k] = 0.0f;\n";
   o << "  }\n";
-  return o.str();
+  if (!pre) return head + o.str();
+  // Before the wait: the first pass's weights of the thread's first unit.
+  const std::string first_unit = "    const long long lm_w = (long long)blockIdx.x * lm_teams + threadIdx.x / " + std::to_string(T) +
+                                 ";\n    const bool lm_live = lm_w < lm_units;\n" + unit_setup +
+                                 "    long long lm_p = lm_tid * " + std::to_string(per) + ";\n";
+  const std::string fits = "lm_live && lm_vec && lm_p + " + std::to_string(U - 1) + " * " + step + " + " + std::to_string(per) + " <= lm_len";
+  std::ostringstream w;
+  w << "  " << vec << " ";
+  for (int u = 0; u < U; ++u)
+    for (int k = 0; k < C; ++k) w << (u || k ? ", " : "") << "lm_pw" << u << "_" << k;
+  w << ";\n  bool lm_pre = false;\n  {\n" << first_unit << "    if (" << fits << ") {\n";
+  for (int u = 0; u < U; ++u) w << index(u) << weights(u, "lm_pw", "");
+  w << "      lm_pre = true;\n    }\n  }\n";
+  *before_wait = head + w.str();
+  // After it: that pass's products (its activations and scales loaded now).
+  std::ostringstream f;
+  f << "  float lm_acc[" << R << "][" << C << "] = {};\n  if (lm_pre) {\n" << first_unit;
+  for (int u = 0; u < U; ++u) {
+    f << loads(u, false);
+    for (int k = 0; k < C; ++k) f << "        const " << vec << " lm_r" << u << "_" << k << " = lm_pw" << u << "_" << k << ";\n";
+  }
+  for (int u = 0; u < U; ++u) f << products(u);
+  f << "  }\n";
+  return f.str() + o.str();
 }
 
 }  // namespace luminal::cuda::gen

@@ -45,6 +45,11 @@ bool weights_before_wait() {
   return on;
 }
 
+bool expert_sums_before_wait() {
+  static const bool on = env_switch_on("LUMINAL_CUDA_EXPERT_SUM_PRELOAD");
+  return on;
+}
+
 std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType w_dtype, const std::string& count_decl, const LinearVariant& v,
                                   const NormPrologue* norm, const GatedEpilogue* gated) {
   const size_t r = a ? a->shape.size() : 0;

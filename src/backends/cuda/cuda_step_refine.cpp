@@ -80,7 +80,7 @@ void CudaExecutor::refine_graph(const std::vector<int64_t>& key) {
   // The runs below are the refinement's, not the caller's: its counters stay as they were.
   int64_t* const counters[] = {&launches_paired_, &joins_compiled_, &norms_folded_, &products_folded_, &experts_summed_,
                                &softmaxes_folded_, &scatters_folded_, &small_groups_run_, &residuals_folded_, &scratch_copies_skipped_,
-                               &launches_, &narrowed_groups_, &words_stored_, &experts_in_one_run_};
+                               &launches_, &narrowed_groups_, &words_stored_, &experts_in_one_run_, &expert_sums_early_};
   std::vector<int64_t> saved;
   for (int64_t* c : counters) saved.push_back(*c);
   const GraphStats stats = graph_stats_;
