@@ -232,6 +232,7 @@ std::string LanguageModel::jit_status() const {
            " cache writes by their producers, " + std::to_string(cuda_->experts_in_one_run()) + " MoE experts in one kernel, " + std::to_string(cuda_->small_groups_folded()) + " routing groups in their gate/up GEMV, " +
            std::to_string(cuda_->small_groups_in_producers()) + " in their router's last block, " +
            std::to_string(cuda_->routers_through_o()) + " routers in their o projection's launch, " +
+           std::to_string(cuda_->expert_sums_early()) + " expert sums loading weights before their wait, " +
            std::to_string(cuda_->attention_norms_folded()) + " attentions computing their q/k norms and cache writes; schedules: " + std::to_string(cuda_->schedules_timed()) + " timed, " +
            std::to_string(cuda_->schedules_from_cache()) + " from the schedule cache, " + std::to_string(cuda_->refinements_tried()) +
            " tried in the recorded step, " + std::to_string(cuda_->refinements_kept()) + " kept";
