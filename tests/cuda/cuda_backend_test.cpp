@@ -127,10 +127,11 @@ TEST(CudaCodegen, PlansThatDifferInOneFunctionDifferInOnePart) {
 TEST(CudaCodegen, DroppingAlternativesKeepsWhatLaunchesUse) {
   PlanKernels k = fixture_plan_kernels("qwen3-moe-tiny");
   // Every node's forms that fold something in (a norm, the gated experts' product, an expert
-  // sum), and theirs (the gated experts' normed form): each keeps its first schedule.
+  // sum, in both its forms), and theirs (the gated experts' normed form): each keeps its first
+  // schedule.
   auto forms_of = [](const NodeKernels& n) {
     std::vector<const NodeKernels*> out;
-    for (const auto& f : {n.normed, n.gated, n.expert_sum})
+    for (const auto& f : {n.normed, n.gated, n.expert_sum, n.expert_sum_early})
       if (f) out.push_back(f.get());
     for (size_t i = 0; i < out.size(); ++i)
       for (const auto& f : {out[i]->normed, out[i]->gated})
