@@ -1357,14 +1357,11 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         // Its schedules with an even number of columns a unit, reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
         // After them, the one-row ones again with their activations loaded early
-        // (LinearVariant::early), which the tuner weighs against the plain ones. Grids of 4 and
-        // 2 blocks a multiprocessor: these schedules take 120-164 registers, so two blocks an SM
-        // at most are resident, and with 4 the later blocks list the experts again in a second
-        // wave (a decode's few rows; the 16-block cap of the plain schedules made three).
+        // (LinearVariant::early), which the tuner weighs against the plain ones.
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
           auto k = std::make_shared<NodeKernels>();
           for (bool early : {false, true})
-            for (int cap : {4, 2})
+            for (int cap : {0, 4})
               for (LinearVariant v : kLinearVariants) {
                 if (v.cols % 2 != 0 || (early && v.rows != 1)) continue;
                 v.early = early;
