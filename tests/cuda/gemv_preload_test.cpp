@@ -46,17 +46,19 @@ TEST(CudaCodegen, DenseGemvsLoadTheirFirstWeightsBeforeTheWait) {
   EXPECT_GT(src.find("if (lm_pre) {", fn), wait);  // summed after it
 }
 
-// A normed group of two (inline and staged norms), a lone f32 layer and a gated group, every
-// schedule, 1, 3 and 9 rows, launched, recorded and replayed; then new weights, which the
+// A normed group of two (inline and staged norms), a lone f32 layer and a normed gated group,
+// every third schedule, 1, 3 and 9 rows, launched, recorded and replayed; then new weights, which the
 // early loads must read too.
 TEST(CudaBackend, GemvsLoadingWeightsBeforeTheirWaitMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  const int64_t k1 = 4104, k2 = 2052, n = 136;
+  // n a multiple of 16: each weight a whole number of 256-byte steps, so the members of each
+  // group lie end to end and run as one GEMV (CudaExecutor's groups).
+  const int64_t k1 = 4104, k2 = 2052, n = 144;
   const Expr s = Expr::var("s");
   Graph g;
   Tensor x1 = input(g, "x1", DType::F32, {s, Expr(k1)}), x2 = input(g, "x2", DType::F32, {s, Expr(k2)}), x3 = input(g, "x3", DType::F32, {s, Expr(k1)});
   Tensor gain = input(g, "gain", DType::BF16, {Expr(k1)});
-  std::map<std::string, std::vector<int64_t>> shapes = {{"wq", {n, k1}}, {"wk", {n + 8, k1}}, {"wo", {n, k2}}, {"gate", {n, k1}}, {"up", {n, k1}}};
+  std::map<std::string, std::vector<int64_t>> shapes = {{"wq", {n, k1}}, {"wk", {n + 16, k1}}, {"wo", {n, k2}}, {"gate", {n, k1}}, {"up", {n, k1}}};
   std::map<std::string, Tensor> w;
   for (const auto& [name, shape] : shapes)
     w.emplace(name, input(g, name, name == "wo" ? DType::F32 : DType::BF16, {Expr(shape[0]), Expr(shape[1])}));
@@ -68,7 +70,8 @@ TEST(CudaBackend, GemvsLoadingWeightsBeforeTheirWaitMatchTheReference) {
   lin(h1, "wq").output("q");
   lin(h1, "wk").output("k");
   lin(x2, "wo").output("o");
-  (silu(lin(x3, "gate")) * lin(x3, "up")).output("y");
+  Tensor h3 = rms_norm(x3, cast(gain, DType::F32), 1e-5);  // a normed gated group, as a dense decoder's gate/up
+  (silu(lin(h3, "gate")) * lin(h3, "up")).output("y");
   const Graph plan = compiled(g);
   uint32_t seed = 700;
   std::map<std::string, Buffer> weights = {{"gain", testing::random_buffer(DType::BF16, {k1}, seed++, 0.5, 1.5)}};
@@ -105,6 +108,9 @@ TEST(CudaBackend, GemvsLoadingWeightsBeforeTheirWaitMatchTheReference) {
           }
         }
       }
+      // The norms and the gated product ran inside their GEMVs (the forms with early loads).
+      EXPECT_GT(cuda.norms_folded(), 0) << "variant " << variant << " m=" << m;
+      EXPECT_GT(cuda.products_folded(), 0) << "variant " << variant << " m=" << m;
     }
 }
 
