@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iterator>
 #include <set>
+#include <array>
 #include <sstream>
 
 #include "backends/cpu/fused_codegen.h"
@@ -1357,11 +1358,13 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         // Its schedules with an even number of columns a unit, reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
         // After them, the one-row ones again with their activations loaded early
-        // (LinearVariant::early), which the tuner weighs against the plain ones.
+        // (LinearVariant::early), which the tuner weighs against the plain ones. Each with two
+        // grid caps, gated_expert_caps().
+        const std::array<int, 2> caps = gated_expert_caps();
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
           auto k = std::make_shared<NodeKernels>();
           for (bool early : {false, true})
-            for (int cap : {0, 4})
+            for (int cap : caps)
               for (LinearVariant v : kLinearVariants) {
                 if (v.cols % 2 != 0 || (early && v.rows != 1)) continue;
                 v.early = early;

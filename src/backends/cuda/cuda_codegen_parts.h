@@ -1,6 +1,7 @@
 #pragma once
 // Pieces the CUDA kernel generators share (cuda_codegen.cpp and the fast paths beside it):
 // literals, expressions as C, plain strided views. Internal to backends/cuda.
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -280,6 +281,11 @@ std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType 
                                   const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
 // Whether dense GEMVs preload so (on; LUMINAL_CUDA_GEMV_PRELOAD=0 for the text without).
 bool weights_before_wait();
+// The two grid caps (blocks a multiprocessor, 0: the executor's cap) of the gated gate/up
+// experts' schedules: 0 and 4, or LUMINAL_CUDA_GATED_EXPERT_CAPS="a,b" for measuring (their
+// 120-164 registers leave two blocks an SM resident at most, so 4 runs as two waves, each
+// block listing the experts: "4,2" offers one wave; session 51, not measured).
+std::array<int, 2> gated_expert_caps();
 // Whether gated gate/up experts release their dependents after their wait and expert sums get
 // forms that list their experts and load their first weights before theirs
 // (NodeKernels::expert_sum_early; on; LUMINAL_CUDA_EXPERT_SUM_PRELOAD=0 for neither).

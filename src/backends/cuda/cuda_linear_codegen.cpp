@@ -1,11 +1,13 @@
 // The decode GEMV of linear layers (see strided_linear_body below).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cpu/fused_codegen.h"
+#include "core/error.h"
 
 namespace luminal::cuda::gen {
 
@@ -43,6 +45,20 @@ static std::string vec_condition(int C, int per, bool gain) {
 bool weights_before_wait() {
   static const bool on = env_switch_on("LUMINAL_CUDA_GEMV_PRELOAD");
   return on;
+}
+
+std::array<int, 2> gated_expert_caps() {
+  static const std::array<int, 2> caps = [] {
+    std::array<int, 2> c{0, 4};
+    if (const char* e = std::getenv("LUMINAL_CUDA_GATED_EXPERT_CAPS")) {
+      int a = 0, b = 0;
+      if (std::sscanf(e, "%d,%d", &a, &b) != 2 || a < 0 || b < 0)
+        throw Error("LUMINAL_CUDA_GATED_EXPERT_CAPS='" + std::string(e) + "': expected two caps of blocks a multiprocessor, such as \"4,2\"");
+      c = {a, b};
+    }
+    return c;
+  }();
+  return caps;
 }
 
 bool expert_sums_before_wait() {
