@@ -2,11 +2,11 @@
 #include "backends/cuda/cuda_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <iterator>
 #include <set>
-#include <array>
 #include <sstream>
 
 #include "backends/cpu/fused_codegen.h"
@@ -253,19 +253,17 @@ std::string rms_scale_of_registers(double eps) {
          "    const float lm_scale = 1.0f / sqrtf(lm_ss * lm_inv_n + " + float_lit(eps) + ");\n";
 }
 
-// Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
-// a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
 // A graph input no node writes in place (a weight, not a KV cache a Scatter updates): its
 // values may be read before a kernel's wait on the ones before it.
 bool unwritten_input(const Graph& g, NodeId id) {
   if (g.node(id).op != OpKind::Input) return false;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.node(static_cast<NodeId>(i));
+  for (const Node& n : g.nodes())
     if (n.op == OpKind::Scatter && !n.inputs.empty() && n.inputs[0].src == id) return false;
-  }
   return true;
 }
 
+// Whether node `id` is an f32 linear layer with bf16 weights (a Matmul whose weight, input 1, is
+// a bf16 value cast to f32 or read as bf16): on the library, its GEMM can store bf16.
 bool linear_output(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   return n.op == OpKind::Kernel && n.kernel == "Matmul" && n.dtype == DType::F32 && n.inputs.size() == 2 &&
@@ -559,28 +557,23 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   w.set_named_params({"lm_xa", "lm_xb", "lm_xs"});
   w.set_extra_dims(node_dims(sn));
   auto store = [&](const std::string& at, const std::string& value) { return expert_sum_store(w, epi, prologue_inputs, at, value, "          "); };
-  NodeKernels k;
-  for (const ExpertSumVariant& v : kExpertSumVariants) {
-    auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v);
-    if (!body) return;
-    Launch l{w.finish(*body, functions, "", kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
-    l.blocks_per_sm = v.min_blocks;
-    (k.launches.empty() ? k.launches : k.alternatives).push_back(l);
-  }
-  r.expert_sum = std::make_shared<NodeKernels>(std::move(k));
-  r.expert_product = product;
-  if (expert_sums_before_wait()) {
-    NodeKernels e;
+  // Every schedule, plain or in the early form (NodeKernels::expert_sum_early); none where one fails.
+  auto schedules = [&](bool early) -> std::shared_ptr<NodeKernels> {
+    auto k = std::make_shared<NodeKernels>();
     for (const ExpertSumVariant& v : kExpertSumVariants) {
       std::string before;
-      auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v, &before);
-      if (!body) break;
+      auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v, early ? &before : nullptr);
+      if (!body) return nullptr;
       Launch l{w.finish(*body, functions, before, kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
       l.blocks_per_sm = v.min_blocks;
-      (e.launches.empty() ? e.launches : e.alternatives).push_back(l);
+      (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
     }
-    if (e.alternatives.size() + 1 == std::size(kExpertSumVariants)) r.expert_sum_early = std::make_shared<NodeKernels>(std::move(e));
-  }
+    return k;
+  };
+  r.expert_sum = schedules(false);
+  if (!r.expert_sum) return;
+  r.expert_product = product;
+  if (expert_sums_before_wait()) r.expert_sum_early = schedules(true);
   experts_in_one_kernels(g, id, product, epi, prologue_inputs, graph_dims, functions, r);
 }
 
@@ -1372,10 +1365,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
                 if (!body) continue;
                 // Released after the wait: an expert sum launched next may then read the scales
                 // before its own (NodeKernels::expert_sum_early).
-                Launch l = linear_launch(expert_sums_before_wait() ? w.finish("  lm_grid_release();  // after the wait (expert_sum_early)\n" + *body,
-                                                                              functions, "", kBlockThreads, 0, false)
-                                                                   : w.finish(*body, functions),
-                                         count, v);
+                const bool after_wait = expert_sums_before_wait();
+                const std::string text = after_wait ? "  lm_grid_release();  // after the wait (expert_sum_early)\n" + *body : *body;
+                Launch l = linear_launch(w.finish(text, functions, "", kBlockThreads, 0, !after_wait), count, v);
                 l.blocks_per_sm = cap;
                 l.gain_in = norm && norm->gain;
                 (k->launches.empty() ? k->launches : k->alternatives).push_back(l);

@@ -42,6 +42,19 @@ static std::string vec_condition(int C, int per, bool gain) {
          ") == 0 && ((lm_ao | lm_as" + (gain ? " | lm_go" : "") + ") & 3) == 0;\n";
 }
 
+// The first unit of this thread (lm_w: its team's first, as linear_units deals them) and that
+// unit's tile, batch and group (lm_j0, lm_b, lm_g) with its operands' offsets (lm_ao, lm_bo
+// and their strides lm_as, lm_bs): the weight preload's and the first pass's, which must agree.
+static std::string first_unit_offsets(const ViewLayer* a, const ViewLayer* b, const LinearVariant& v, int CW) {
+  const size_t r = a->shape.size();
+  const LinearUnits units = linear_units(v);
+  return "      const long long lm_w = " + units.block_first + " + " + units.team_offset + ";\n" +
+         "      const long long lm_j0 = (lm_w % lm_tiles) * " + std::to_string(CW) +
+         ", lm_t = lm_w / lm_tiles, lm_b = lm_t / lm_groups, lm_g = lm_t % lm_groups;\n" + "      long long lm_ao = " + c(a->offset) +
+         ", lm_bo = " + c(b->offset) + " + lm_j0 * " + c(b->strides[r - 1]) + ";\n" + batch_offsets(a, b, nullptr, "      ") +
+         "      const long long lm_as = " + c(a->strides[r - 2]) + ", lm_bs = " + c(b->strides[r - 1]) + ";\n";
+}
+
 bool weights_before_wait() {
   static const bool on = env_switch_on("LUMINAL_CUDA_GEMV_PRELOAD");
   return on;
@@ -87,12 +100,8 @@ std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType 
     << CW << ";\n"
     << "  const long long lm_units = lm_m > 0 && lm_n > 0 ? lm_count / (lm_m * lm_n) * lm_groups * lm_tiles : 0;\n"
     << "  const int lm_tid = threadIdx.x % " << T << ";\n"
-    << "  const long long lm_w = " << units.block_first << " + " << units.team_offset << ";\n"
-    << "  if (lm_w >= 0 && lm_w < lm_units) {\n"
-    << "      const long long lm_j0 = (lm_w % lm_tiles) * " << CW << ", lm_b = lm_w / lm_tiles / lm_groups;\n"
-    << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ";\n"
-    << batch_offsets(a, b, nullptr, "      ")
-    << "      const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ";\n"
+    << "  if (" << units.block_first << " + " << units.team_offset << " < lm_units) {\n"
+    << first_unit_offsets(a, b, v, CW)
     << "      const " << wt << "* lm_B = (const " << wt << "*)lm_in1 + lm_bo;\n"
     << (gain ? "      const long long lm_go = " + c(norm->gain_offset) + ";\n" : std::string())
     << column_offsets(C, gated != nullptr) << vec_condition(C, per, gain)
@@ -378,12 +387,8 @@ std::optional<std::string> strided_linear_body(const ViewLayer* a, const ViewLay
     // pass needs no registers of its own past it.
     o << "  float lm_acc[" << R << "][" << CC << "] = {};\n"
       << "  if (lm_pre) {  // the first pass of the thread's first unit, from the loads before the wait\n"
-      << "      const long long lm_w = " << units.block_first << " + " << units.team_offset << ";\n"
-      << "      const long long lm_j0 = (lm_w % lm_tiles) * " << CW << ", lm_t = lm_w / lm_tiles, lm_b = lm_t / lm_groups, lm_g = lm_t % lm_groups;\n"
+      << first_unit_offsets(a, b, v, CW)
       << "      const int lm_rows = (int)(lm_m - lm_g * " << R << " < " << R << " ? lm_m - lm_g * " << R << " : " << R << ");\n"
-      << "      long long lm_ao = " << c(a->offset) << ", lm_bo = 0;\n"
-      << batch_offsets(a, b, nullptr, "      ")
-      << "      const long long lm_as = " << c(a->strides[r - 2]) << ";\n"
       << "      const float* lm_A = (const float*)lm_in0 + lm_ao + lm_g * " << R << " * lm_as;\n"
       << (gain ? "      const " + std::string(gain_bf16 ? "uint16_t" : "float") + "* lm_G = (const " + (gain_bf16 ? "uint16_t" : "float") +
                      "*)lm_gain + " + c(norm->gain_offset) + ";\n"

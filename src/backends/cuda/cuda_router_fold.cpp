@@ -85,8 +85,8 @@ std::string dot4(const std::string& v, const std::string& in, const std::string&
 // dims (at `params`).
 std::string with_branch(const std::string& text, size_t params, size_t at, int64_t blocks, const std::string& branch) {
   const std::string B = std::to_string(blocks);
-  // The code before the wait too (a weight preload takes the GEMV's first unit; the logits'
-  // blocks see a negative index there, which takes none).
+  // The code before the wait too (a weight preload takes the GEMV's first unit; in the logits'
+  // blocks the unsigned index wraps past every unit, so they take none).
   auto renamed = [&](std::string t) {
     t = std::regex_replace(t, std::regex(R"(\bblockIdx\.x\b)"), "(blockIdx.x - " + B + ")");
     return std::regex_replace(t, std::regex(R"(\bgridDim\.x\b)"), "(gridDim.x - " + B + ")");
