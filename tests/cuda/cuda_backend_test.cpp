@@ -417,19 +417,31 @@ TEST(CudaBackend, NormedGatedExpertsMatchTheReference) {
   (silu(slice(gu, -1, 0, I)) * slice(gu, -1, I, 2 * I)).output("act");
   const Graph plan = compiled(g);
   const PlanKernels kernels = generate_plan_kernels(plan);
-  int forms = 0, schedules = 0;
+  int forms = 0;
+  std::vector<Launch> schedules;
   for (const auto& k : kernels.per_node)
-    if (k && k->gated && k->gated->normed) ++forms, schedules = static_cast<int>(k->gated->normed->alternatives.size()) + 1;
+    if (k && k->gated && k->gated->normed) {
+      ++forms;
+      schedules = k->gated->normed->launches;
+      schedules.insert(schedules.end(), k->gated->normed->alternatives.begin(), k->gated->normed->alternatives.end());
+    }
   ASSERT_EQ(forms, 1) << plan.dump();
-  // The even-column schedules twice (grid caps), then the one-row ones again with their
-  // activations loaded early (LinearVariant::early), twice.
+  // The even-column schedules, then the one-row ones again with their activations loaded early
+  // (LinearVariant::early), each function on every grid cap (gen::gated_expert_caps).
   int even = 0, one_row = 0;
   for (const gen::LinearVariant& v : gen::kLinearVariants) even += v.cols % 2 == 0, one_row += v.cols % 2 == 0 && v.rows == 1;
-  EXPECT_EQ(schedules, 2 * even + 2 * one_row);
+  const int caps = static_cast<int>(gen::gated_expert_caps().size());
+  EXPECT_EQ(static_cast<int>(schedules.size()), caps * (even + one_row));
+  std::set<std::string> functions;
+  for (const Launch& l : schedules) functions.insert(l.function);
+  EXPECT_EQ(static_cast<int>(functions.size()), even + one_row);
   if (!have_gpu()) GTEST_SKIP() << "no GPU: " << unavailable_reason() << nvrtc_unavailable_reason();
-  // The tuner's choice with the norm folded and not, then every schedule forced (-1: tuned).
+  // The tuner's choice with the norm folded and not, then every function forced on the first
+  // of the caps (1 by default: the fewest blocks, so each team takes the most units; -1: tuned).
   std::vector<std::pair<bool, int>> ways{{true, -1}, {false, -1}};
-  for (int v = 0; v < schedules; ++v) ways.emplace_back(true, v);
+  std::set<std::string> forced;
+  for (size_t v = 0; v < schedules.size(); ++v)
+    if (forced.insert(schedules[v].function).second) ways.emplace_back(true, static_cast<int>(v));
   for (const auto& [fold, variant] : ways) {
     CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .force_variant = variant, .norm_in_gemv = fold});
     for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{20}}) {

@@ -4,17 +4,22 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 
+#include "backends/cuda/cuda_codegen_parts.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/nvrtc.h"
 #include "compiler/compile.h"
 #include "cuda/cuda_cases.h"
+#include "egraph/moe_experts_case.h"
 #include "frontend/ops.h"
 #include "frontend/tensor.h"
 #include "runtime/interpreter.h"
@@ -127,6 +132,62 @@ TEST(CudaBackend, ASecondExecutorRunsTheSchedulesTheFirstChose) {
   EXPECT_EQ(from_cache[0], 0);
   EXPECT_EQ(timed[1], 0);
   EXPECT_EQ(from_cache[1], timed[0]);
+}
+
+// One function offered on several grid caps (gen::grid_caps: an MoE decode's expert sum, with
+// LUMINAL_CUDA_EXPERT_SUM_CAPS=1,2 as ctest runs it) is cached under its function and its cap:
+// a cache naming each chosen schedule's function on cap 2 is taken as written by a second
+// executor, which then computes the same values.
+TEST(CudaBackend, CachedSchedulesKeepTheirGridCap) {
+  if (!nvrtc_unavailable_reason().empty() || !unavailable_reason().empty()) GTEST_SKIP() << unavailable_reason() << nvrtc_unavailable_reason();
+  const std::vector<int>& caps = gen::expert_sum_caps();
+  if (std::find(caps.begin(), caps.end(), 2) == caps.end()) GTEST_SKIP() << "needs LUMINAL_CUDA_EXPERT_SUM_CAPS=1,2 (read once a process)";
+  const ScheduleCacheEnvCleared env;
+  TempDir dir("schedule-caps");
+  moetest::MoeExperts c;
+  const Graph plan = compile(c.graph(), CompileOptions{}).plan;
+  const std::map<std::string, Buffer> in = c.inputs(1);
+  const std::vector<double> want = c.expected(in, 1);
+  std::string cache_path;
+  {
+    CudaExecutor first(plan, dir.path.string());
+    for (const auto& [name, b] : in) first.set_input(name, b);
+    for (int run = 0; run < 3; ++run) first.run();
+    ASSERT_GT(first.experts_summed(), 0) << "the decode's experts were not summed by the expert-sum GEMV";
+    ASSERT_GT(first.schedules_timed(), 0);
+  }
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path))
+    if (f.path().filename().string().rfind("schedules-", 0) == 0) cache_path = f.path().string();
+  ASSERT_FALSE(cache_path.empty()) << "no schedule cache under " << dir.path;
+  // Every choice moved to its function on cap 2.
+  std::ifstream read(cache_path);
+  std::string header, line, written = "";
+  std::getline(read, header);
+  std::map<std::string, std::string> moved;
+  while (std::getline(read, line)) {
+    std::istringstream fields(line);
+    std::string function, variant;
+    int64_t work = 0;
+    int refined = 0;
+    ASSERT_TRUE(fields >> function >> work >> variant >> refined) << line;
+    variant = variant.substr(0, variant.find('@')) + "@2";
+    moved[function + " " + std::to_string(work)] = variant;
+    written += function + " " + std::to_string(work) + " " + variant + " 0\n";
+  }
+  read.close();
+  std::ofstream(cache_path, std::ios::trunc) << header << "\n" << written;
+  CudaExecutor second(plan, dir.path.string());
+  for (const auto& [name, b] : in) second.set_input(name, b);
+  for (int run = 0; run < 3; ++run) second.run();
+  ASSERT_GT(second.experts_summed(), 0);
+  EXPECT_GT(second.schedules_from_cache(), 0);
+  int kept = 0;
+  for (const auto& [key, name] : second.chosen_schedules())
+    if (moved.count(key) && name == moved.at(key)) ++kept;
+  EXPECT_GT(kept, 0) << "no choice ran on the cached cap";
+  const Buffer got = second.output("out");
+  ASSERT_EQ(got.numel(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got.get(i), want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }
 
 }  // namespace

@@ -557,17 +557,27 @@ void expert_sum_kernels(const Graph& g, NodeId id, NodeId product, const std::op
   w.set_named_params({"lm_xa", "lm_xb", "lm_xs"});
   w.set_extra_dims(node_dims(sn));
   auto store = [&](const std::string& at, const std::string& value) { return expert_sum_store(w, epi, prologue_inputs, at, value, "          "); };
-  // Every schedule, plain or in the early form (NodeKernels::expert_sum_early); none where one fails.
+  // Every schedule, plain or in the early form (NodeKernels::expert_sum_early); none where one
+  // fails. Then the same functions on each other grid cap, expert_sum_caps() (0: the variant's
+  // own): fewer blocks list the experts fewer times, and each team takes more units.
   auto schedules = [&](bool early) -> std::shared_ptr<NodeKernels> {
-    auto k = std::make_shared<NodeKernels>();
+    std::vector<Launch> own;
     for (const ExpertSumVariant& v : kExpertSumVariants) {
       std::string before;
       auto body = expert_sum_body(la, lb, ls, g.node(sn.inputs[1].src).dtype, store, v, early ? &before : nullptr);
       if (!body) return nullptr;
-      Launch l{w.finish(*body, functions, before, kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)};
-      l.blocks_per_sm = v.min_blocks;
-      (k->launches.empty() ? k->launches : k->alternatives).push_back(l);
+      own.push_back({w.finish(*body, functions, before, kBlockThreads, v.min_blocks), Launch::Grid::Elements, expert_sum_threads(sn.shape[1], sn.shape[2], v)});
+      own.back().blocks_per_sm = v.min_blocks;
     }
+    auto k = std::make_shared<NodeKernels>();
+    k->launches.push_back(own[0]);
+    k->alternatives.assign(own.begin() + 1, own.end());
+    for (int cap : expert_sum_caps())
+      for (size_t i = 0; i < own.size(); ++i)
+        if (cap && cap != kExpertSumVariants[i].min_blocks) {
+          k->alternatives.push_back(own[i]);
+          k->alternatives.back().blocks_per_sm = cap;
+        }
     return k;
   };
   r.expert_sum = schedules(false);
@@ -1351,9 +1361,9 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
         // Its schedules with an even number of columns a unit, reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
         // After them, the one-row ones again with their activations loaded early
-        // (LinearVariant::early), which the tuner weighs against the plain ones. Each with two
-        // grid caps, gated_expert_caps().
-        const std::array<int, 2> caps = gated_expert_caps();
+        // (LinearVariant::early), which the tuner weighs against the plain ones. Each on every
+        // grid cap of gated_expert_caps() (the same function, fewer blocks listing the experts).
+        const std::vector<int>& caps = gated_expert_caps();
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
           auto k = std::make_shared<NodeKernels>();
           for (bool early : {false, true})

@@ -281,11 +281,20 @@ std::string linear_weight_preload(const ViewLayer* a, const ViewLayer* b, DType 
                                   const NormPrologue* norm = nullptr, const GatedEpilogue* gated = nullptr);
 // Whether dense GEMVs preload so (on; LUMINAL_CUDA_GEMV_PRELOAD=0 for the text without).
 bool weights_before_wait();
-// The two grid caps (blocks a multiprocessor, 0: the executor's cap) of the gated gate/up
-// experts' schedules: 0 and 4, or LUMINAL_CUDA_GATED_EXPERT_CAPS="a,b" for measuring (their
-// 120-164 registers leave two blocks an SM resident at most, so 4 runs as two waves, each
-// block listing the experts: "4,2" offers one wave; session 51, not measured).
-std::array<int, 2> gated_expert_caps();
+// Grid caps (blocks a multiprocessor; 0: the executor's, or an expert sum variant's own
+// min_blocks) offered as alternatives of the same function: `env`'s comma-separated list where
+// set (one to four; else an error that says the form), else `defaults`.
+std::vector<int> grid_caps(const char* env, std::vector<int> defaults);
+// The gated gate/up experts' caps: 1, 2 and 4 (LUMINAL_CUDA_GATED_EXPERT_CAPS). Their 120-164
+// registers leave two blocks an SM resident at most, so a grid of more runs as two waves, each
+// block listing the experts again. H100, 8-layer Qwen3-30B-A3B shape (session 52): the caps 2
+// and 1 offered, the tuner took 1 (132 blocks) and the experts added 20.9 us a layer against
+// 23.3 with the old 0 and 4.
+const std::vector<int>& gated_expert_caps();
+// The caps on which the expert sums' schedules are offered again, after each on its own: none
+// ("0"), or LUMINAL_CUDA_EXPERT_SUM_CAPS="1,2" for measuring. Offered in session 52 (H100,
+// 8-layer Qwen3-30B-A3B shape), the tuner kept the 512-block grid: 86.5 us a step against 87.2.
+const std::vector<int>& expert_sum_caps();
 // Whether gated gate/up experts release their dependents after their wait and expert sums get
 // forms that list their experts and load their first weights before theirs
 // (NodeKernels::expert_sum_early; on; LUMINAL_CUDA_EXPERT_SUM_PRELOAD=0 for neither).

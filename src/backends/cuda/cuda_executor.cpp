@@ -1770,8 +1770,10 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   if (const ScheduleCache::Entry* e = schedules_.find(key.first, key.second))  // chosen by an earlier process here
     for (size_t v = 0; v <= k.alternatives.size(); ++v) {
       const Launch& l = variant_launch(k, v);
-      if (l.function != e->variant || !offered(l)) continue;
+      if (schedule_name(l) != e->variant || !offered(l)) continue;
       chosen_[key] = v;
+      std::vector<std::string>& names = variant_functions_[key];
+      for (size_t u = 0; u <= k.alternatives.size(); ++u) names.push_back(schedule_name(variant_launch(k, u)));
       if (e->refined) refined_.insert(key);
       ++schedules_from_cache_;
       return v;
@@ -1786,7 +1788,7 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   double best_ms = 0;
   std::vector<std::pair<double, size_t>>& timed = timings_[key];
   std::vector<std::string>& names = variant_functions_[key];
-  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(variant_launch(k, v).function);
+  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(schedule_name(variant_launch(k, v)));
   const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the
@@ -1846,6 +1848,14 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   schedules_.put(key.first, key.second, {names[best], false});
   schedules_.save();
   return best;
+}
+
+std::map<std::string, std::string> CudaExecutor::chosen_schedules() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, v] : chosen_)
+    if (auto it = variant_functions_.find(key); it != variant_functions_.end() && v < it->second.size())
+      out[key.first + " " + std::to_string(key.second)] = it->second[v];
+  return out;
 }
 
 std::vector<CudaExecutor::ProfileEntry> CudaExecutor::profile() const { return slowest_first(profile_); }

@@ -327,6 +327,8 @@ class CudaExecutor {
   // Schedule choices timed in this process, and taken from the schedule cache instead.
   int64_t schedules_timed() const { return schedules_timed_; }
   int64_t schedules_from_cache() const { return schedules_from_cache_; }
+  // The schedule each timed or cached choice runs: "function work" -> schedule_name.
+  std::map<std::string, std::string> chosen_schedules() const;
 
   // Per-node device time under a label ("Matmul", "Fused", "Add"), measured with events around
   // each node (synchronizing after every node, so only for finding where time goes).
@@ -426,6 +428,11 @@ class CudaExecutor {
                  const std::vector<DevicePtr>& in, bool capturing);
   // Variant v's launch (0: launches.back(), v: alternatives[v - 1]).
   static const Launch& variant_launch(const NodeKernels& k, size_t v) { return v == 0 ? k.launches.back() : k.alternatives[v - 1]; }
+  // A schedule's name in the schedule cache: its function, and its grid cap where it has one
+  // (one function may be offered on several caps, gen::grid_caps).
+  static std::string schedule_name(const Launch& l) {
+    return l.blocks_per_sm > 0 ? l.function + "@" + std::to_string(l.blocks_per_sm) : l.function;
+  }
   // One form of a linear layer's GEMV (its plain schedules, or NodeKernels::normed or ::gated)
   // with its loaded functions; run_form times its schedules once (variant) and launches the chosen.
   struct GemvForm {

@@ -60,17 +60,33 @@ bool weights_before_wait() {
   return on;
 }
 
-std::array<int, 2> gated_expert_caps() {
-  static const std::array<int, 2> caps = [] {
-    std::array<int, 2> c{0, 4};
-    if (const char* e = std::getenv("LUMINAL_CUDA_GATED_EXPERT_CAPS")) {
-      int a = 0, b = 0;
-      if (std::sscanf(e, "%d,%d", &a, &b) != 2 || a < 0 || b < 0)
-        throw Error("LUMINAL_CUDA_GATED_EXPERT_CAPS='" + std::string(e) + "': expected two caps of blocks a multiprocessor, such as \"4,2\"");
-      c = {a, b};
+std::vector<int> grid_caps(const char* env, std::vector<int> defaults) {
+  const char* e = std::getenv(env);
+  if (!e) return defaults;
+  std::vector<int> caps;
+  std::string item;
+  std::istringstream in(e);
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long cap = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || cap < 0 || cap > 64) {
+      caps.clear();
+      break;
     }
-    return c;
-  }();
+    caps.push_back(static_cast<int>(cap));
+  }
+  if (caps.empty() || caps.size() > 4)
+    throw Error(std::string(env) + "='" + e + "': expected one to four grid caps (blocks a multiprocessor, 0 for the executor's), such as \"1,2\"");
+  return caps;
+}
+
+const std::vector<int>& gated_expert_caps() {
+  static const std::vector<int> caps = grid_caps("LUMINAL_CUDA_GATED_EXPERT_CAPS", {1, 2, 4});
+  return caps;
+}
+
+const std::vector<int>& expert_sum_caps() {
+  static const std::vector<int> caps = grid_caps("LUMINAL_CUDA_EXPERT_SUM_CAPS", {0});
   return caps;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Schedule choices kept on disk between processes: which of a node's schedules each (function,
-// work) runs on this device, named by the chosen schedule's own function (so that a plan whose
-// schedules were reordered or added to never reads another's index), and whether a recorded
+// work) runs on this device, named by the chosen schedule's own function and grid cap
+// (CudaExecutor::schedule_name; so that a plan whose schedules were reordered or added to
+// never reads another's index), and whether a recorded
 // step refined it (CudaOptions::refine_in_step). One file per device: a cache copied to another
 // GPU or driver is not read there. A file that cannot be read or parsed is ignored (the choices
 // are timed again), never an error.
