@@ -1358,17 +1358,20 @@ NodeKernels emit_node_kernels(const Graph& g, NodeId id, const std::vector<std::
       // launches nothing (CudaExecutor::gates_experts).
       if (const std::optional<GatedExperts> ge = gated_experts_of(g, id)) {
         const GatedEpilogue epi = gated_epilogue(g, ge->product, ge->half, ge->up_input, graph_dims);
-        // Its schedules with an even number of columns a unit, reading A through `x` and, with
+        // Its schedules with an even number of columns a unit (kLinearVariants', then
+        // kGatedExpertVariants'), reading A through `x` and, with
         // `norm`, norming it as they load (no staged ones: strided_linear_body has none with a scale).
         // After them, the one-row ones again with their activations loaded early
         // (LinearVariant::early), which the tuner weighs against the plain ones. Each on every
         // grid cap of gated_expert_caps() (the same function, fewer blocks listing the experts).
         const std::vector<int>& caps = gated_expert_caps();
+        std::vector<LinearVariant> gated_variants(std::begin(kLinearVariants), std::end(kLinearVariants));
+        if (gated_whole_units()) gated_variants.insert(gated_variants.end(), std::begin(kGatedExpertVariants), std::end(kGatedExpertVariants));
         auto gated_schedules = [&](const ViewLayer* x, const NormPrologue* norm) {
           auto k = std::make_shared<NodeKernels>();
           for (bool early : {false, true})
             for (int cap : caps)
-              for (LinearVariant v : kLinearVariants) {
+              for (LinearVariant v : gated_variants) {
                 if (v.cols % 2 != 0 || (early && v.rows != 1)) continue;
                 v.early = early;
                 auto body = strided_linear_body(x, lb, dts, count_decl, store_v, v, ls, norm, &epi);

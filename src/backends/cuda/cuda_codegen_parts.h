@@ -84,6 +84,13 @@ struct LinearVariant {
 constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1, 64},    {4, 1, 128},   {2, 1, 128},   {8, 1, 32},
                                              {4, 4, 64},    {2, 4, 128},   {8, 1, 32, 1}, {4, 4, 32, 1}, {4, 1, 128, 1}, {4, 4, 64, 1},
                                              {4, 4, 32, 1, false, true}, {4, 4, 64, 1, false, true}};
+// The gated gate/up experts' schedules besides those (the gated product needs an even number
+// of columns): a warp's whole unit in flight, eight passes of 256 values (a 2048-long row, as
+// Qwen3-30B-A3B's), for grids of one block an SM, which leave each thread the registers for
+// 32 loads. Only there: the dense GEMVs' functions would each cost NVRTC time.
+constexpr LinearVariant kGatedExpertVariants[] = {{8, 4, 32, 1}};
+// Whether the gated experts get those (on; LUMINAL_CUDA_GATED_WHOLE_UNITS=0 for measuring without).
+bool gated_whole_units();
 // Which GEMV units a thread takes (strided_linear_body's loop and the weight prefetch's), as
 // code: its block's first unit, its team's offset from that, and the step to the next pass;
 // block-major, or dealt in turn where v.spread.

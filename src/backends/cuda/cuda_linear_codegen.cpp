@@ -80,6 +80,11 @@ std::vector<int> grid_caps(const char* env, std::vector<int> defaults) {
   return caps;
 }
 
+bool gated_whole_units() {
+  static const bool on = env_switch_on("LUMINAL_CUDA_GATED_WHOLE_UNITS");
+  return on;
+}
+
 const std::vector<int>& gated_expert_caps() {
   static const std::vector<int> caps = grid_caps("LUMINAL_CUDA_GATED_EXPERT_CAPS", {1, 2, 4});
   return caps;
