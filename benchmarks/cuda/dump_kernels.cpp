@@ -57,12 +57,15 @@ int main(int argc, char** argv) {
     const char* norms = std::getenv("LUMINAL_CUDA_ATTENTION_NORMS");
     // LUMINAL_CUDA_ROUTER_THROUGH_O=1: the o projections' twins computing their routers' logits.
     const char* through_o = std::getenv("LUMINAL_CUDA_ROUTER_THROUGH_O");
+    // LUMINAL_CUDA_ROUTING_IN_O=1 (with the above): those twins running the routing group in their last block.
+    const char* routing_in_o = std::getenv("LUMINAL_CUDA_ROUTING_IN_O");
     PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.router_in_group = router && std::string(router) != "0",
                                                                .top_ranks_in_groups = !top_ranks || std::string(top_ranks) != "0",
                                                                .fold_groups = fold && std::string(fold) != "0",
                                                                .groups_in_producers = tail && std::string(tail) != "0",
                                                                .attention_norms = norms && std::string(norms) != "0",
-                                                               .routers_through_o = through_o && std::string(through_o) != "0"});
+                                                               .routers_through_o = through_o && std::string(through_o) != "0",
+                                                               .routing_in_o = routing_in_o && std::string(routing_in_o) != "0"});
     const std::filesystem::path dir(argv[2]);
     std::filesystem::create_directories(dir);
     std::ofstream list(dir / "schedules.txt");

@@ -231,7 +231,8 @@ std::string LanguageModel::jit_status() const {
            std::to_string(cuda_->launches_paired()) + " joined launches, " + std::to_string(cuda_->scatters_folded()) +
            " cache writes by their producers, " + std::to_string(cuda_->experts_in_one_run()) + " MoE experts in one kernel, " + std::to_string(cuda_->small_groups_folded()) + " routing groups in their gate/up GEMV, " +
            std::to_string(cuda_->small_groups_in_producers()) + " in their router's last block, " +
-           std::to_string(cuda_->routers_through_o()) + " routers in their o projection's launch, " +
+           std::to_string(cuda_->routers_through_o()) + " routers in their o projection's launch (" +
+           std::to_string(cuda_->routing_groups_in_o()) + " with their routing in its last block), " +
            std::to_string(cuda_->expert_sums_early()) + " expert sums loading weights before their wait, " +
            std::to_string(cuda_->attention_norms_folded()) + " attentions computing their q/k norms and cache writes; schedules: " + std::to_string(cuda_->schedules_timed()) + " timed, " +
            std::to_string(cuda_->schedules_from_cache()) + " from the schedule cache, " + std::to_string(cuda_->refinements_tried()) +

@@ -474,7 +474,7 @@ void check_normed_gated_experts(int64_t H, const std::vector<int64_t>& rows_each
 TEST(CudaBackend, NormedGatedExpertsMatchTheReference) { check_normed_gated_experts(24, {1, 3, 20}); }
 
 // Rows long enough for every schedule's unrolled passes (kGatedExpertVariants' eight of 256
-// values), twice over, and a tail.
+// values, offered with LUMINAL_CUDA_GATED_WHOLE_UNITS=1 as ctest runs it), twice over, and a tail.
 TEST(CudaBackend, NormedGatedExpertsOverLongRowsMatchTheReference) { check_normed_gated_experts(4104, {1, 3}); }
 
 // Each layer's sum over its experts (with the residual add as its epilogue) has the expert-sum

@@ -69,7 +69,9 @@ TEST(CudaCodegen, ExpertSumsOfferTheirSchedulesOnEachGridCap) {
     for (const Launch& l : all) EXPECT_TRUE(seen.insert({l.function, l.blocks_per_sm}).second) << l.function << " on " << l.blocks_per_sm;
     for (int cap : gen::expert_sum_caps())
       for (size_t i = 0; i < own; ++i)
-        if (cap) EXPECT_TRUE(seen.count({all[i].function, cap})) << "schedule " << i << " not on cap " << cap;
+        if (cap) {
+          EXPECT_TRUE(seen.count({all[i].function, cap})) << "schedule " << i << " not on cap " << cap;
+        }
   }
   EXPECT_EQ(forms, 1);
 }

@@ -101,8 +101,9 @@ TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
   constexpr int64_t E = 24, K = 4, I = 64, H = 256, A = 1024;
   const Graph g = o_and_moe_block(E, K, I, H, A);
   const Graph plan = compiled(g);
-  for (bool on : {true, false}) {
-    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .tune_variants = false, .routers_through_o = on});
+  // The fold with the routing group in the o projection's last block, without, and no fold.
+  for (auto [on, routing] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, false}}) {
+    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .tune_variants = false, .routers_through_o = on, .routing_in_o = routing});
     std::map<std::string, Buffer> in{{"gain", testing::random_buffer(DType::BF16, {H}, 81)},
                                      {"router", testing::random_buffer(DType::BF16, {E, H}, 82)},
                                      {"w_o", testing::random_buffer(DType::BF16, {H, A}, 83, -0.1f, 0.1f)},
@@ -119,15 +120,16 @@ TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
       Interpreter ref(g);
       for (const auto& [name, b] : in) ref.set_input(name, b);
       ref.run();
-      const int64_t before = cuda.routers_through_o();
+      const int64_t before = cuda.routers_through_o(), groups_before = cuda.routing_groups_in_o();
       for (int rep = 0; rep < 3; ++rep) {
         cuda.run();
         const std::string at = " (step " + std::to_string(step) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) +
-                               (on ? "" : ", no fold") + ")";
+                               (on ? "" : ", no fold") + (on && !routing ? ", routing launched" : "") + ")";
         for (const char* name : {"weights", "out"})
           ASSERT_NO_FATAL_FAILURE(testing::assert_near_buffers(ref.output(name), cuda.output(name), 2e-5, name, at));
         if (rep == 0) {
           EXPECT_EQ(cuda.routers_through_o() > before, on && rows == 1 && step < 4) << at;
+          EXPECT_EQ(cuda.routing_groups_in_o() > groups_before, on && routing && rows == 1 && step < 4) << at;
         }
       }
     }

@@ -263,6 +263,8 @@ struct CodegenOptions {
   bool attention_norms = false;
   // fold_routers_through_o's twins. CudaOptions::routers_through_o.
   bool routers_through_o = false;
+  // Those twins also run the routing group in their last block. CudaOptions::routing_in_o.
+  bool routing_in_o = false;
 };
 
 // Adds node `id`'s functions to `functions` (skipping any already there: identical layers
@@ -315,6 +317,9 @@ struct RouterThroughO {
   float eps = 0;
   bool gain_bf16 = false;
   std::string group_function, prep_function;
+  // The twin also runs the group in its last block (CodegenOptions::routing_in_o): it takes the
+  // group's outputs, its leaves but the logits and a zeroed counter after the logits' buffer.
+  bool group_in_last_block = false;
 };
 struct SmallGroup {
   std::vector<NodeId> nodes;      // in the plan's topological order
@@ -345,6 +350,19 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
 // it has none or several.
 std::optional<size_t> only_computed_leaf(const Graph& plan, const SmallGroup& grp);
 
+// A one-block group's code for the last block of a launch that computes its leaf `leaf`
+// (fold_groups_into_producers, fold_routers_through_o): `params` to go before the launch's dims
+// (the members' outputs lm_go<j>, the other leaves lm_gl<l>, a zeroed counter lm_gcnt, left
+// zero), and `code`, which counts the finished blocks, returns from all but the last, and there
+// declares the group's shared arrays and dims and runs `before_body`, then the group's body
+// reading the leaf as `leaf_as` and storing every member. nullopt where the body uses the block's
+// place or waits.
+struct LastBlockGroup {
+  std::string params, code;
+};
+std::optional<LastBlockGroup> last_block_group(const SmallGroup& grp, size_t leaf, const std::string& leaf_as, const std::vector<std::string>& graph_dims,
+                                               const std::string& comment, const std::string& before_body = "");
+
 // A one-block group (no count of finished blocks) whose first reader outside it is a
 // ScaledMatmul with gated forms, reading a member as its scales (a decode's routing and its
 // gate/up experts): each gated form gets a twin (NodeKernels::routed, cuda_group_fold.cpp), so
@@ -370,7 +388,7 @@ void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& grou
 // so that a decode runs the router inside the o projection's launch: one launch and one wait
 // fewer a layer. Sets the groups' router_through_o.
 void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
-                            FunctionSet& functions);
+                            FunctionSet& functions, const std::vector<std::string>& graph_dims, bool group_in_last_block);
 
 // Linear layers that read the same activations through the same view, with weights of one
 // layout (q, k and v; gate and up), as one GEMV over their weights laid end to end in device

@@ -89,7 +89,10 @@ constexpr LinearVariant kLinearVariants[] = {{4, 1, 32},    {4, 4, 32},    {4, 1
 // Qwen3-30B-A3B's), for grids of one block an SM, which leave each thread the registers for
 // 32 loads. Only there: the dense GEMVs' functions would each cost NVRTC time.
 constexpr LinearVariant kGatedExpertVariants[] = {{8, 4, 32, 1}};
-// Whether the gated experts get those (on; LUMINAL_CUDA_GATED_WHOLE_UNITS=0 for measuring without).
+// Whether the gated experts get those: off, LUMINAL_CUDA_GATED_WHOLE_UNITS=1 for measuring.
+// Offered in session 52 (H100, 8-layer Qwen3-30B-A3B shape, grid caps 1, 2 and 4): the gate/up
+// experts added 21.0 us a layer with them and without, TPOT 0.680-0.682 ms against 0.679, for
+// four more NVRTC functions a gate/up shape.
 bool gated_whole_units();
 // Which GEMV units a thread takes (strided_linear_body's loop and the weight prefetch's), as
 // code: its block's first unit, its team's offset from that, and the step to the next pass;
@@ -296,7 +299,7 @@ std::vector<int> grid_caps(const char* env, std::vector<int> defaults);
 // registers leave two blocks an SM resident at most, so a grid of more runs as two waves, each
 // block listing the experts again. H100, 8-layer Qwen3-30B-A3B shape (session 52): the caps 2
 // and 1 offered, the tuner took 1 (132 blocks) and the experts added 20.9 us a layer against
-// 23.3 with the old 0 and 4.
+// 23.3 with the old 0 and 4; H200, full shape: TPOT 2.555 ms against 2.647.
 const std::vector<int>& gated_expert_caps();
 // The caps on which the expert sums' schedules are offered again, after each on its own: none
 // ("0"), or LUMINAL_CUDA_EXPERT_SUM_CAPS="1,2" for measuring. Offered in session 52 (H100,

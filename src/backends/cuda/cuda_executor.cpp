@@ -90,7 +90,7 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
   k.small_groups = small_groups(plan, dims, k.functions, options);
   if (options.fold_groups) fold_small_groups(plan, k.small_groups, k.per_node, dims, k.functions);
   if (options.groups_in_producers) fold_groups_into_producers(plan, k.small_groups, k.per_node, dims, k.functions);
-  if (options.routers_through_o) fold_routers_through_o(plan, k.small_groups, k.per_node, k.functions);
+  if (options.routers_through_o) fold_routers_through_o(plan, k.small_groups, k.per_node, k.functions, dims, options.routing_in_o);
   return k;
 }
 
@@ -167,7 +167,8 @@ CudaExecutor::CudaExecutor(Graph plan, const std::string& cache_dir, CudaOptions
                                                                 .fold_groups = options_.fold_groups,
                                                                 .groups_in_producers = options_.groups_in_producers,
                                                                 .attention_norms = options_.attention_norms,
-                                                                .routers_through_o = options_.routers_through_o});
+                                                                .routers_through_o = options_.routers_through_o,
+                                                                .routing_in_o = options_.routing_in_o});
   find_linear_groups();
   if (!options_.tune_variants && options_.force_variant < 0) {
     std::vector<NodeKernels*> groups;
@@ -303,6 +304,7 @@ void CudaExecutor::read_env_options() {
   if (const char* fg = std::getenv("LUMINAL_CUDA_FOLD_GROUPS")) options_.fold_groups = std::string(fg) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_IN_PRODUCER")) options_.groups_in_producers = std::string(gp) != "0";
   if (const char* ro = std::getenv("LUMINAL_CUDA_ROUTER_THROUGH_O")) options_.routers_through_o = std::string(ro) != "0";
+  if (const char* ri = std::getenv("LUMINAL_CUDA_ROUTING_IN_O")) options_.routing_in_o = std::string(ri) != "0";
   if (const char* an = std::getenv("LUMINAL_CUDA_ATTENTION_NORMS")) options_.attention_norms = std::string(an) != "0";
   if (const char* gw = std::getenv("LUMINAL_CUDA_GROUP_WARP")) options_.warp_groups = std::string(gw) != "0";
   if (const char* gp = std::getenv("LUMINAL_CUDA_GROUP_PREFETCH_MB")) options_.group_prefetch_bytes = std::max(0LL, std::atoll(gp)) << 20;
@@ -1368,6 +1370,20 @@ void CudaExecutor::run(bool wait) {
         const RouterFold& r = router_folds_.at(id);
         live[f.router] = take(DType::F32, concrete(graph_.node(f.router).shape));
         fold_args_ = {r.weights, r.weights + static_cast<DevicePtr>(f.experts * f.attention_width * 4), live[f.router]->ptr};
+        if (f.group_in_last_block) {
+          // Its routing group runs in the launch's last block: the group's outputs, its other
+          // leaves and a counter follow.
+          const SmallGroup& grp = kernels_.small_groups[*router_fold];
+          for (NodeId m : grp.nodes) {
+            live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
+            fold_args_.push_back(live[m]->ptr);
+          }
+          for (NodeId l : grp.leaves)
+            if (l != f.router) fold_args_.push_back(ptr_of(l));
+          fold_args_.push_back(zeroed_counters(id, 1));
+          small_group_runs_[*router_fold].in_producer = true;
+          ++routing_groups_in_o_;
+        }
         run_form(r.form, out.ptr, in, capture);
         fold_args_.clear();
         routers_in_o_[f.router] = *router_fold;

@@ -207,6 +207,12 @@ struct CudaOptions {
   // (session 50), full Qwen3-30B-A3B shape: TPOT 2.713-2.722 ms against 2.740-2.744 without.
   // LUMINAL_CUDA_ROUTER_THROUGH_O=0 turns it off.
   bool routers_through_o = true;
+  // And the routing group then runs in the last block of that launch (RouterThroughO::
+  // group_in_last_block): it launches nothing, and the gate/up experts wait on the o projection.
+  // Off: no faster (session 52, H100, 8-layer Qwen3-30B-A3B shape: TPOT 0.690-0.691 ms against
+  // 0.680-0.682; the o launch with the group added 10.0-10.2 us a layer where o and the group's
+  // own launch added 5.9 and 4.0). LUMINAL_CUDA_ROUTING_IN_O=1 turns it on.
+  bool routing_in_o = false;
   // > 0: the blocks of a group whose member is shared out, instead of the generated count (for
   // measuring; the function runs on any number). Also LUMINAL_CUDA_SMALL_GROUP_BLOCKS.
   int small_group_blocks = 0;
@@ -319,6 +325,8 @@ class CudaExecutor {
   int64_t small_groups_in_producers() const { return small_groups_in_producers_; }
   // Routers run inside their o projection's launch (CudaOptions::routers_through_o).
   int64_t routers_through_o() const { return routers_through_o_; }
+  // Routing groups run in the last block of their o projection's launch (CudaOptions::routing_in_o).
+  int64_t routing_groups_in_o() const { return routing_groups_in_o_; }
   // Attentions, since construction, that computed their q norms and new rows (attention_norms).
   int64_t attention_norms_folded() const { return attention_norms_folded_; }
   // Runners-up tried in a recorded step, and those kept (CudaOptions::refine_in_step).
@@ -605,7 +613,7 @@ class CudaExecutor {
   };
   std::map<NodeId, RouterFold> router_folds_;
   std::map<NodeId, size_t> routers_in_o_;  // this run's: router -> its group
-  int64_t routers_through_o_ = 0;
+  int64_t routers_through_o_ = 0, routing_groups_in_o_ = 0;
   void prepare_router_folds(const std::map<std::string, void*>& by_name);  // after prepare_small_groups
   // The group whose router o's launch computes this run, its M and A made if need be; nullopt
   // where it does not (not a decode, o's residual not on its GEMV, the group not launched).

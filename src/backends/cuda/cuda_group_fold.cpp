@@ -32,6 +32,34 @@ std::optional<std::pair<std::string, std::string>> renamed_twin(const std::strin
   return std::make_pair(name, *text);
 }
 
+std::optional<LastBlockGroup> last_block_group(const SmallGroup& grp, size_t leaf, const std::string& leaf_as, const std::vector<std::string>& graph_dims,
+                                               const std::string& comment, const std::string& before_body) {
+  std::string body = std::regex_replace(grp.body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), leaf_as);
+  body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
+  // One block runs it: it stores every member (a one-block group's body has no other use of its place).
+  body = std::regex_replace(body, std::regex(R"(if \(blockIdx\.x == 0\) )"), "");
+  if (body.find("blockIdx") != std::string::npos || body.find("gridDim") != std::string::npos || body.find("lm_grid_wait") != std::string::npos)
+    return std::nullopt;
+  LastBlockGroup g;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) g.params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
+  for (size_t l = 0; l < grp.leaves.size(); ++l)
+    if (l != leaf) g.params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
+  g.params += "char* __restrict__ lm_gcnt, ";
+  // (LUMINAL_CUDA_SMALL_GROUP_RELEASE=0 counts with fences, as the groups' own counts do.)
+  static const bool release = gen::env_switch_on("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
+  g.code = "  {  // " + comment + "\n  __shared__ int lm_last;\n" + gen::last_block_count("(unsigned*)lm_gcnt", "gridDim.x - 1", release);
+  for (size_t j = 0; j < grp.nodes.size(); ++j) g.code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
+  for (const std::string& d : grp.dims) {
+    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+    if (it == graph_dims.end()) return std::nullopt;
+    g.code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
+  }
+  g.code += "  {\n" + before_body + body + "  }\n  }\n";
+  return g;
+}
+
 namespace {
 
 // `text` (a generated function) with the group's code after its wait: the group's outputs and
@@ -107,34 +135,11 @@ std::optional<std::string> with_tail_group(const std::string& text, const SmallG
   if (p == std::string::npos || end == std::string::npos || end < p || text.find("lm_gcnt") != std::string::npos ||
       r == std::string::npos || text.find("return;", r + 1) != std::string::npos || text.find(uniform_return) + uniform_return.find("return;") != r)
     return std::nullopt;
-  std::string params;
-  for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
-  for (size_t l = 0; l < grp.leaves.size(); ++l)
-    if (l != leaf) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
-  params += "char* __restrict__ lm_gcnt, ";
-  std::string body = std::regex_replace(grp.body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), "lm_out");
-  body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
-  body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
-  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
-  // One block runs it: it stores every member (a one-block group's body has no other use of its place).
-  body = std::regex_replace(body, std::regex(R"(if \(blockIdx\.x == 0\) )"), "");
-  if (body.find("blockIdx") != std::string::npos || body.find("gridDim") != std::string::npos || body.find("lm_grid_wait") != std::string::npos)
-    return std::nullopt;
-  // (LUMINAL_CUDA_SMALL_GROUP_RELEASE=0 counts with fences, as the groups' own counts do.)
-  static const bool release = gen::env_switch_on("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
-  std::string code = "  {  // The small group that reads this GEMV's output, in its last block.\n  __shared__ int lm_last;\n" +
-                     gen::last_block_count("(unsigned*)lm_gcnt", "gridDim.x - 1", release);
-  for (size_t j = 0; j < grp.nodes.size(); ++j)
-    code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
-  for (const std::string& d : grp.dims) {
-    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
-    if (it == graph_dims.end()) return std::nullopt;
-    code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
-  }
-  code += "  {\n" + body + "  }\n  }\n";
+  const std::optional<LastBlockGroup> g = last_block_group(grp, leaf, "lm_out", graph_dims, "The small group that reads this GEMV's output, in its last block.");
+  if (!g) return std::nullopt;
   std::string out = text;
-  out.insert(end, code);
-  out.insert(p, params);
+  out.insert(end, g->code);
+  out.insert(p, g->params);
   return out;
 }
 

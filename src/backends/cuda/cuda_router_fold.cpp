@@ -6,6 +6,7 @@
 // from what the o projection reads. The o projection's launch takes the unscaled logits in
 // blocks of its own, and the routing group, which read the logits anyway, first sums h's
 // squares for s. The router's launch and its wait on o are gone.
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <set>
@@ -168,6 +169,38 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
   return with_branch(text, p, w, blocks, s.str());  // before the GEMV's wait, which they do not reach
 }
 
+// Code that puts the router's logits, read unscaled from `logits` (a float pointer), times s =
+// 1 / sqrt(mean(h²) + eps) of h (`h`, float4s) into shared lm_rsl[E]; through L2 (`__ldcg`)
+// where `through_l2` (values other blocks of the same launch wrote).
+std::string scaled_logits_code(const RouterThroughO& f, const std::string& logits, const std::string& h, bool through_l2) {
+  const int64_t N = f.hidden, E = f.experts;
+  const int64_t per = (E + 31) / 32;  // logits a thread holds, for blocks of 32 threads or more
+  auto load = [&](const std::string& base, const std::string& at) { return through_l2 ? "__ldcg(" + base + " + " + at + ")" : base + "[" + at + "]"; };
+  std::ostringstream s;
+  // The logits are loaded first, so that their trip to L2 overlaps h's (a load does not move
+  // past the sum's barriers).
+  s << "  __shared__ float lm_rsl[" << E << "];\n"
+    << "  {  // the router's logits came unscaled with the o projection: times its norm's 1 / sqrt(mean(h²) + eps)\n"
+    << "    float lm_raw[" << per << "];\n"
+    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
+    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
+    << "      lm_raw[lm_i] = lm_e < " << E << " ? " << load(logits, "lm_e") << " : 0.0f;\n    }\n"
+    << "    const float4* lm_hh = (const float4*)" << h << ";\n"
+    << "    float lm_q = 0.0f;\n"
+    << "    #pragma unroll 4\n"
+    << "    for (int lm_p = threadIdx.x; lm_p < " << N / 4 << "; lm_p += blockDim.x) {\n"
+    << "      const float4 lm_x = " << load("lm_hh", "lm_p") << ";\n"
+    << "      lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
+    << "      lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n    }\n"
+    << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
+    << "    const float lm_sc = 1.0f / sqrtf(lm_q * (1.0f / (float)" << N << ") + " << gen::float_lit(f.eps) << ");\n"
+    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
+    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
+    << "      if (lm_e < " << E << ") lm_rsl[lm_e] = lm_raw[lm_i] * lm_sc;\n    }\n"
+    << "    __syncthreads();\n  }\n";
+  return s.str();
+}
+
 // `text` (the routing group's function) taking h (lm_rh) before the dims and reading its leaf
 // `leaf`, the unscaled logits, times s from shared memory.
 std::optional<std::string> with_scaled_logits(const std::string& text, const RouterThroughO& f, size_t leaf) {
@@ -176,34 +209,36 @@ std::optional<std::string> with_scaled_logits(const std::string& text, const Rou
   const auto [p, w] = *at;
   const std::string wait = "  lm_grid_wait();\n";
   const std::string L = "lm_l" + std::to_string(leaf);
-  const int64_t N = f.hidden, E = f.experts;
-  std::ostringstream s;
-  // The logits are loaded first, so that their trip to L2 overlaps h's (a load does not move
-  // past the sum's barriers).
-  const int64_t per = (E + 31) / 32;  // logits a thread holds, for blocks of 32 threads or more
-  s << "  __shared__ float lm_rsl[" << E << "];\n"
-    << "  {  // the router's logits came unscaled with the o projection: times its norm's 1 / sqrt(mean(h²) + eps)\n"
-    << "    float lm_raw[" << per << "];\n"
-    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
-    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
-    << "      lm_raw[lm_i] = lm_e < " << E << " ? ((const float*)" << L << ")[lm_e] : 0.0f;\n    }\n"
-    << "    const float4* lm_hh = (const float4*)lm_rh;\n"
-    << "    float lm_q = 0.0f;\n"
-    << "    #pragma unroll 4\n"
-    << "    for (int lm_p = threadIdx.x; lm_p < " << N / 4 << "; lm_p += blockDim.x) {\n"
-    << "      const float4 lm_x = lm_hh[lm_p];\n"
-    << "      lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
-    << "      lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n    }\n"
-    << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
-    << "    const float lm_sc = 1.0f / sqrtf(lm_q * (1.0f / (float)" << N << ") + " << gen::float_lit(f.eps) << ");\n"
-    << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"
-    << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
-    << "      if (lm_e < " << E << ") lm_rsl[lm_e] = lm_raw[lm_i] * lm_sc;\n    }\n"
-    << "    __syncthreads();\n  }\n"
-    << "  const char* const " << L << "_scaled = (const char*)lm_rsl;\n";
+  const std::string code = scaled_logits_code(f, "((const float*)" + L + ")", "lm_rh", false) + "  const char* const " + L + "_scaled = (const char*)lm_rsl;\n";
   std::string rest = std::regex_replace(text.substr(w + wait.size()), std::regex("\\b" + L + "\\b"), L + "_scaled");
-  std::string out = text.substr(0, w + wait.size()) + s.str() + rest;
+  std::string out = text.substr(0, w + wait.size()) + code + rest;
   out.insert(p, "const char* __restrict__ lm_rh, ");
+  return out;
+}
+
+// `text` (a RouterO twin: the o projection's GEMV with the logits' blocks) with the routing
+// group `grp` in its last block: every block's work after the wait runs as a lambda, so that
+// each of its returns leads to a count of finished blocks, and the last block then reads the
+// logits (lm_rl) and h (lm_out, the GEMV's residual sum) through L2 and runs the group, storing
+// each member. Parameters before the dims: the members' outputs (lm_go<j>), the group's leaves
+// but the logits (lm_gl<l>) and a zeroed counter (lm_gcnt, left zero). nullopt where the text
+// or the group is not of the expected form.
+std::optional<std::string> with_group_in_last_block(const std::string& text, const SmallGroup& grp, size_t leaf, const RouterThroughO& f,
+                                                    const std::vector<std::string>& graph_dims) {
+  const auto at = dims_and_wait(text);
+  const size_t end = text.rfind('}');
+  const std::string wait = "  lm_grid_wait();\n";
+  if (!at || end == std::string::npos || end < at->second || text.find("lm_gcnt") != std::string::npos || text.find("lm_rl") == std::string::npos)
+    return std::nullopt;
+  const auto [p, w] = *at;
+  const std::optional<LastBlockGroup> g =
+      last_block_group(grp, leaf, "lm_rsx", graph_dims, "the routing group, in the launch's last block",
+                       scaled_logits_code(f, "(const float*)lm_rl", "lm_out", true) + "  const char* const lm_rsx = (const char*)lm_rsl;\n");
+  if (!g) return std::nullopt;
+  const size_t from = w + wait.size();
+  std::string out = text.substr(0, from) + "  [&]() {  // every block's work: each return leads to the count below\n" + text.substr(from, end - from) +
+                    "  }();\n" + g->code + text.substr(end);
+  out.insert(p, g->params);
   return out;
 }
 
@@ -244,7 +279,7 @@ std::string prep_text(const std::string& name, const RouterThroughO& f) {
 }  // namespace
 
 void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, std::vector<std::optional<NodeKernels>>& per_node,
-                            FunctionSet& functions) {
+                            FunctionSet& functions, const std::vector<std::string>& graph_dims, bool group_in_last_block) {
   std::vector<std::vector<NodeId>> readers(plan.size());
   for (NodeId id = 0; id < plan.size(); ++id)
     for (const Edge& e : plan.node(id).inputs) readers[e.src].push_back(id);
@@ -300,25 +335,35 @@ void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, 
       return e && std::string(e) == "1";
     }();
     // Every function is made before any is added: a fold that fails leaves none to compile.
+    // With `tail`, each also runs the routing group in its last block (the group's own function
+    // stays, for the runs that launch it); where any text does not take it, none does.
     std::vector<std::pair<std::string, std::string>> made;
-    auto twin = std::make_shared<NodeKernels>();
-    twin->linear = ok_.linear;
-    auto make = [&](const Launch& l) -> std::optional<Launch> {
-      const std::string* text = functions.find(l.function);
-      if (!text || !l.residual_in) return std::nullopt;
-      const auto named = renamed_twin(l.function, early ? with_early_logits_blocks(*text, f, blocks) : with_logits_blocks(*text, f, blocks),
-                                      "lm_RouterO_");
-      if (!named) return std::nullopt;
-      made.push_back(*named);
-      Launch t = l;
-      t.function = named->first;
-      t.extra_blocks = blocks;
-      return t;
+    std::shared_ptr<NodeKernels> twin;
+    auto twins = [&](bool tail) {
+      made.clear();
+      twin = std::make_shared<NodeKernels>();
+      twin->linear = ok_.linear;
+      auto make = [&](const Launch& l) -> std::optional<Launch> {
+        const std::string* text = functions.find(l.function);
+        if (!text || !l.residual_in) return std::nullopt;
+        std::optional<std::string> t = early ? with_early_logits_blocks(*text, f, blocks) : with_logits_blocks(*text, f, blocks);
+        if (t && tail) t = with_group_in_last_block(*t, grp, *leaf, f, graph_dims);
+        const auto named = renamed_twin(l.function, t, tail ? "lm_RouterOGroup_" : "lm_RouterO_");
+        if (!named) return std::nullopt;
+        made.push_back(*named);
+        Launch twin_launch = l;
+        twin_launch.function = named->first;
+        twin_launch.extra_blocks = blocks;
+        return twin_launch;
+      };
+      bool all = true;
+      if (const auto t = make(ok_.launches.back())) twin->launches.push_back(*t); else all = false;
+      for (const Launch& l : ok_.alternatives)
+        if (const auto t = make(l)) twin->alternatives.push_back(*t); else all = false;
+      return all;
     };
-    bool all = true;
-    if (const auto t = make(ok_.launches.back())) twin->launches.push_back(*t); else all = false;
-    for (const Launch& l : ok_.alternatives)
-      if (const auto t = make(l)) twin->alternatives.push_back(*t); else all = false;
+    f.group_in_last_block = group_in_last_block && twins(true);
+    const bool all = f.group_in_last_block || twins(false);
     const std::string* group_text = functions.find(grp.launch.function);
     const auto group_twin = group_text ? renamed_twin(grp.launch.function, with_scaled_logits(*group_text, f, *leaf), "lm_RoutedGroup_") : std::nullopt;
     if (!all || !group_twin) continue;
