@@ -101,9 +101,15 @@ TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
   constexpr int64_t E = 24, K = 4, I = 64, H = 256, A = 1024;
   const Graph g = o_and_moe_block(E, K, I, H, A);
   const Graph plan = compiled(g);
-  // The fold with the routing group in the o projection's last block, without, and no fold.
-  for (auto [on, routing] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, false}}) {
-    CudaExecutor cuda(plan, "", CudaOptions{.tensor_cores = false, .tune_variants = false, .routers_through_o = on, .routing_in_o = routing});
+  // The fold with the routing group in the o projection's last block, inside the gate/up
+  // experts (fold_groups: they scale the logits themselves), launched on its own, and no fold.
+  struct Way {
+    bool on, routing, in_experts;
+  };
+  for (const Way way : {Way{true, true, false}, Way{true, false, true}, Way{true, false, false}, Way{false, false, false}}) {
+    const bool on = way.on, routing = way.routing;
+    CudaExecutor cuda(plan, "",
+                      CudaOptions{.tensor_cores = false, .tune_variants = false, .fold_groups = way.in_experts, .routers_through_o = on, .routing_in_o = routing});
     std::map<std::string, Buffer> in{{"gain", testing::random_buffer(DType::BF16, {H}, 81)},
                                      {"router", testing::random_buffer(DType::BF16, {E, H}, 82)},
                                      {"w_o", testing::random_buffer(DType::BF16, {H, A}, 83, -0.1f, 0.1f)},
@@ -120,16 +126,17 @@ TEST(CudaBackend, RoutersThroughTheirOProjectionsMatchTheReference) {
       Interpreter ref(g);
       for (const auto& [name, b] : in) ref.set_input(name, b);
       ref.run();
-      const int64_t before = cuda.routers_through_o(), groups_before = cuda.routing_groups_in_o();
+      const int64_t before = cuda.routers_through_o(), groups_before = cuda.routing_groups_in_o(), folded_before = cuda.small_groups_folded();
       for (int rep = 0; rep < 3; ++rep) {
         cuda.run();
         const std::string at = " (step " + std::to_string(step) + ", s=" + std::to_string(rows) + ", run " + std::to_string(rep + 1) +
-                               (on ? "" : ", no fold") + (on && !routing ? ", routing launched" : "") + ")";
+                               (on ? "" : ", no fold") + (routing ? ", routing in o" : "") + (way.in_experts ? ", routing in the experts" : "") + ")";
         for (const char* name : {"weights", "out"})
           ASSERT_NO_FATAL_FAILURE(testing::assert_near_buffers(ref.output(name), cuda.output(name), 2e-5, name, at));
         if (rep == 0) {
           EXPECT_EQ(cuda.routers_through_o() > before, on && rows == 1 && step < 4) << at;
           EXPECT_EQ(cuda.routing_groups_in_o() > groups_before, on && routing && rows == 1 && step < 4) << at;
+          EXPECT_EQ(cuda.small_groups_folded() > folded_before, way.in_experts && rows == 1 && step < 4) << at;
         }
       }
     }

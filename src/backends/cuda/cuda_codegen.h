@@ -320,7 +320,15 @@ struct RouterThroughO {
   // The twin also runs the group in its last block (CodegenOptions::routing_in_o): it takes the
   // group's outputs, its leaves but the logits and a zeroed counter after the logits' buffer.
   bool group_in_last_block = false;
+  // The group's routed twins in the gate/up experts (fold_small_groups, after this fold) read the
+  // logits unscaled and take h (lm_rh) after the group's leaves: they run where the router ran
+  // in the o projection's launch.
+  bool routed_takes_h = false;
 };
+// Code that puts the router's logits, read unscaled from `logits` (a float pointer), times s =
+// 1 / sqrt(mean(h²) + eps) of h (`h`, float4s) into shared lm_rsl[experts]; through L2
+// (`__ldcg`) where `through_l2` (values other blocks of the same launch wrote).
+std::string router_scaled_logits_code(const RouterThroughO& f, const std::string& logits, const std::string& h, bool through_l2);
 struct SmallGroup {
   std::vector<NodeId> nodes;      // in the plan's topological order
   std::vector<NodeId> leaves;     // the values outside the group that members read

@@ -88,9 +88,10 @@ PlanKernels generate_plan_kernels(const Graph& plan, const CodegenOptions& optio
     k.per_node[id] = emit_node_kernels(plan, id, dims, k.functions, options);
   }
   k.small_groups = small_groups(plan, dims, k.functions, options);
+  // The routers through o first: the other folds then take the groups as those leave them.
+  if (options.routers_through_o) fold_routers_through_o(plan, k.small_groups, k.per_node, k.functions, dims, options.routing_in_o);
   if (options.fold_groups) fold_small_groups(plan, k.small_groups, k.per_node, dims, k.functions);
   if (options.groups_in_producers) fold_groups_into_producers(plan, k.small_groups, k.per_node, dims, k.functions);
-  if (options.routers_through_o) fold_routers_through_o(plan, k.small_groups, k.per_node, k.functions, dims, options.routing_in_o);
   return k;
 }
 
@@ -968,6 +969,11 @@ void CudaExecutor::run(bool wait) {
   // Whether gate/up node `id` runs its group inside its gated GEMV this run (fold_small_groups).
   auto folds_group_here = [&](NodeId id) {
     if (!options_.fold_groups || options_.experts_in_one || keeps(id) || !gates_experts(id)) return false;
+    // A twin that scales the logits itself runs only where the router ran in the o projection.
+    if (const auto fg = fold_group_of_.find(id); fg != fold_group_of_.end()) {
+      const std::optional<RouterThroughO>& f = kernels_.small_groups[fg->second].router_through_o;
+      if (f && f->routed_takes_h && !routers_in_o_.count(f->router)) return false;
+    }
     const bool normed_in = deferred_norms_.count(graph_.node(id).inputs[0].src) > 0;
     return (normed_in ? routed_normed_forms_ : routed_forms_).count(id) > 0;
   };
@@ -1181,6 +1187,10 @@ void CudaExecutor::run(bool wait) {
           const SmallGroup& grp = kernels_.small_groups[d->second];
           for (NodeId m : grp.nodes) fold_args_.push_back(live[m]->ptr);
           for (NodeId l : grp.leaves) fold_args_.push_back(ptr_of(l));
+          if (grp.router_through_o && grp.router_through_o->routed_takes_h) {  // the logits came unscaled with o: h scales them
+            fold_args_.push_back(ptr_of(grp.router_through_o->sum));
+            routers_in_o_.erase(grp.router_through_o->router);
+          }
           run_form(normed_in ? routed_normed_forms_.at(id) : routed_forms_.at(id), b.ptr, in, capture);
           fold_args_.clear();
           group_ran(d->second, id);

@@ -194,7 +194,11 @@ struct CudaOptions {
   // A one-block group read first by the gated experts' GEMV runs inside it (fold_small_groups,
   // NodeKernels::routed): one launch and one wait fewer a decode layer. Off by default: on the
   // H100 (session 47, 8-layer Qwen3-30B-A3B shape) the folded GEMV added 27 us a layer where the
-  // group and the GEMV added 24.4, TPOT 0.755 ms against 0.733. Also LUMINAL_CUDA_FOLD_GROUPS=1.
+  // group and the GEMV added 24.4, TPOT 0.755 ms against 0.733. Until session 52 it turned the
+  // router fold through o off (H100: 0.737 ms against 0.690); now the routed twins scale the
+  // logits from h themselves where the router ran in o (RouterThroughO::routed_takes_h), with
+  // grids of one block an SM each block runs the group once, and the group's launch and its
+  // wait are gone. Not yet measured on a GPU. Also LUMINAL_CUDA_FOLD_GROUPS=1.
   bool fold_groups = false;
   // A one-block group whose only computed leaf is a router's normed GEMV runs in that GEMV's
   // last block (fold_groups_into_producers, NodeKernels::group_tail): a decode's routing then
@@ -600,6 +604,7 @@ class CudaExecutor {
   // by the router, and that group.
   std::map<NodeId, GemvForm> tail_forms_;
   std::map<NodeId, size_t> tail_group_of_;
+  std::map<NodeId, size_t> fold_group_of_;  // gate/up experts -> the group their routed forms run (fold_small_groups)
   // Routers run inside their o projection's launch (CudaOptions::routers_through_o), by the o
   // projection: its twin form, the group's function that scales the logits, the function that
   // makes M and A, and those weights (M then A) with the versions of the weights they came from.

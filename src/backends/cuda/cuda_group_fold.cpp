@@ -65,16 +65,29 @@ namespace {
 // `text` (a generated function) with the group's code after its wait: the group's outputs and
 // leaves as parameters before the dims (lm_go<j>, lm_gl<l>), its shared arrays (lm_gs<j>), its
 // dims in a scope of their own, and the scales (lm_in2) read from member `scale`'s shared copy.
-// nullopt where the text is not of the expected form.
-std::optional<std::string> with_group(const std::string& text, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims) {
+// With `through_o` (its router run in the o projection's launch), the router's logits leaf is
+// read unscaled and scaled by h (lm_rh, a parameter after the leaves) first. nullopt where the
+// text is not of the expected form.
+std::optional<std::string> with_group(const std::string& text, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims,
+                                      const RouterThroughO* through_o) {
   const auto at = dims_and_wait(text);
-  if (!at || text.find("lm_in2") == std::string::npos || text.find("lm_go0") != std::string::npos) return std::nullopt;
+  if (!at || text.find("lm_in2") == std::string::npos || text.find("lm_go0") != std::string::npos || text.find("lm_rh") != std::string::npos)
+    return std::nullopt;
   const auto [p, w] = *at;
   std::string params;
   for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
   for (size_t l = 0; l < grp.leaves.size(); ++l) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
+  std::string body = grp.body, scaled;
+  if (through_o) {
+    const size_t leaf = static_cast<size_t>(std::find(grp.leaves.begin(), grp.leaves.end(), through_o->router) - grp.leaves.begin());
+    if (leaf == grp.leaves.size()) return std::nullopt;
+    body = std::regex_replace(body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), "lm_rsx");
+    scaled = router_scaled_logits_code(*through_o, "((const float*)lm_gl" + std::to_string(leaf) + ")", "lm_rh", false) +
+             "  const char* const lm_rsx = (const char*)lm_rsl;\n";
+    params += "const char* __restrict__ lm_rh, ";
+  }
   // The body's names, renamed where they could meet the GEMV's (its lm_s0 is a listed scale).
-  std::string body = std::regex_replace(grp.body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
+  body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
   body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
   body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
   std::string code = "  // The small group of the scales, in every block (block 0 stores its members).\n";
@@ -86,7 +99,7 @@ std::optional<std::string> with_group(const std::string& text, const SmallGroup&
     if (it == graph_dims.end()) return std::nullopt;
     code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
   }
-  code += body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
+  code += scaled + body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
   std::string out = text;
   out.insert(w + std::string(kWait).size(), code);
   out.insert(p, params);
@@ -116,10 +129,13 @@ std::shared_ptr<NodeKernels> twin_of(const NodeKernels& f, const std::function<s
   return twin;
 }
 
-// A twin of form `f` whose functions run the group first.
+// A twin of form `f` whose functions run the group first (scaling the logits themselves where
+// the group's router runs in the o projection's launch).
 std::shared_ptr<NodeKernels> routed_twin(const NodeKernels& f, const SmallGroup& grp, size_t scale, const std::vector<std::string>& graph_dims,
                                          FunctionSet& functions) {
-  return twin_of(f, [&](const std::string& text) { return with_group(text, grp, scale, graph_dims); }, "lm_Routed_", functions);
+  const RouterThroughO* through_o = grp.router_through_o ? &*grp.router_through_o : nullptr;
+  return twin_of(f, [&](const std::string& text) { return with_group(text, grp, scale, graph_dims, through_o); },
+                 through_o ? "lm_RoutedO_" : "lm_Routed_", functions);
 }
 
 // `text` (a linear GEMV whose output is the group's leaf `leaf`) with the group's code in its
@@ -184,6 +200,7 @@ void fold_small_groups(const Graph& plan, std::vector<SmallGroup>& groups, std::
     if (normed) gated.normed->routed = normed;
     grp.fold_reader = *first;
     grp.fold_member = scale;
+    if (grp.router_through_o) grp.router_through_o->routed_takes_h = true;
   }
 }
 
@@ -193,7 +210,8 @@ void fold_groups_into_producers(const Graph& plan, std::vector<SmallGroup>& grou
   std::map<NodeId, size_t> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
   for (SmallGroup& grp : groups) {
-    if (grp.counter || grp.body.empty() || grp.fold_reader) continue;
+    // (Not where the router runs in the o projection's launch: then no GEMV of its own produces it.)
+    if (grp.counter || grp.body.empty() || grp.fold_reader || grp.router_through_o) continue;
     const std::optional<size_t> leaf = only_computed_leaf(plan, grp);  // the router's logits
     if (!leaf) continue;
     const NodeId producer = grp.leaves[*leaf];

@@ -169,10 +169,9 @@ std::optional<std::string> with_early_logits_blocks(const std::string& text, con
   return with_branch(text, p, w, blocks, s.str());  // before the GEMV's wait, which they do not reach
 }
 
-// Code that puts the router's logits, read unscaled from `logits` (a float pointer), times s =
-// 1 / sqrt(mean(h²) + eps) of h (`h`, float4s) into shared lm_rsl[E]; through L2 (`__ldcg`)
-// where `through_l2` (values other blocks of the same launch wrote).
-std::string scaled_logits_code(const RouterThroughO& f, const std::string& logits, const std::string& h, bool through_l2) {
+}  // namespace
+
+std::string router_scaled_logits_code(const RouterThroughO& f, const std::string& logits, const std::string& h, bool through_l2) {
   const int64_t N = f.hidden, E = f.experts;
   const int64_t per = (E + 31) / 32;  // logits a thread holds, for blocks of 32 threads or more
   auto load = [&](const std::string& base, const std::string& at) { return through_l2 ? "__ldcg(" + base + " + " + at + ")" : base + "[" + at + "]"; };
@@ -201,6 +200,8 @@ std::string scaled_logits_code(const RouterThroughO& f, const std::string& logit
   return s.str();
 }
 
+namespace {
+
 // `text` (the routing group's function) taking h (lm_rh) before the dims and reading its leaf
 // `leaf`, the unscaled logits, times s from shared memory.
 std::optional<std::string> with_scaled_logits(const std::string& text, const RouterThroughO& f, size_t leaf) {
@@ -209,7 +210,7 @@ std::optional<std::string> with_scaled_logits(const std::string& text, const Rou
   const auto [p, w] = *at;
   const std::string wait = "  lm_grid_wait();\n";
   const std::string L = "lm_l" + std::to_string(leaf);
-  const std::string code = scaled_logits_code(f, "((const float*)" + L + ")", "lm_rh", false) + "  const char* const " + L + "_scaled = (const char*)lm_rsl;\n";
+  const std::string code = router_scaled_logits_code(f, "((const float*)" + L + ")", "lm_rh", false) + "  const char* const " + L + "_scaled = (const char*)lm_rsl;\n";
   std::string rest = std::regex_replace(text.substr(w + wait.size()), std::regex("\\b" + L + "\\b"), L + "_scaled");
   std::string out = text.substr(0, w + wait.size()) + code + rest;
   out.insert(p, "const char* __restrict__ lm_rh, ");
@@ -233,7 +234,7 @@ std::optional<std::string> with_group_in_last_block(const std::string& text, con
   const auto [p, w] = *at;
   const std::optional<LastBlockGroup> g =
       last_block_group(grp, leaf, "lm_rsx", graph_dims, "the routing group, in the launch's last block",
-                       scaled_logits_code(f, "(const float*)lm_rl", "lm_out", true) + "  const char* const lm_rsx = (const char*)lm_rsl;\n");
+                       router_scaled_logits_code(f, "(const float*)lm_rl", "lm_out", true) + "  const char* const lm_rsx = (const char*)lm_rsl;\n");
   if (!g) return std::nullopt;
   const size_t from = w + wait.size();
   std::string out = text.substr(0, from) + "  [&]() {  // every block's work: each return leads to the count below\n" + text.substr(from, end - from) +

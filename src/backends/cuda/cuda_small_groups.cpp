@@ -30,6 +30,7 @@ void CudaExecutor::prepare_small_groups(const std::map<std::string, void*>& by_n
     if (r.valid)
       for (NodeId m : grp.nodes) small_group_of_[m] = g;
     if (r.valid && grp.tail_producer && tail_forms_.count(*grp.tail_producer)) tail_group_of_[*grp.tail_producer] = g;
+    if (r.valid && grp.fold_reader) fold_group_of_[*grp.fold_reader] = g;
   }
 }
 
