@@ -95,6 +95,11 @@ bool env_switch_on(const char* name) {
   return !(e && std::string(e) == "0");
 }
 
+bool env_switch_set(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "1";
+}
+
 std::string last_block_count(const std::string& counter, const std::string& last, bool release) {
   if (release)
     return "  __syncthreads();\n"

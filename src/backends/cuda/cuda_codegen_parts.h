@@ -162,6 +162,8 @@ std::string grid_barrier(const std::string& sync);
 
 // A generator's switch for measuring: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);
+// An opt-in switch: on only where the environment variable `name` is "1".
+bool env_switch_set(const char* name);
 
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).

@@ -995,6 +995,20 @@ void CudaExecutor::run(bool wait) {
     small_group_runs_[g].deferred = false;
     ++small_groups_run_;
   };
+  // Group g runs in the last block of node `at`'s launch, which computes its leaf `leaf`
+  // (gen::last_block_group): its members' buffers are taken now, and their pointers, its other
+  // leaves' and a zeroed counter go to fold_args_.
+  auto group_in_last_block = [&](size_t g, NodeId leaf, NodeId at) {
+    const SmallGroup& grp = kernels_.small_groups[g];
+    for (NodeId m : grp.nodes) {
+      live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
+      fold_args_.push_back(live[m]->ptr);
+    }
+    for (NodeId l : grp.leaves)
+      if (l != leaf) fold_args_.push_back(ptr_of(l));
+    fold_args_.push_back(zeroed_counters(at, 1));
+    small_group_runs_[g].in_producer = true;
+  };
   auto launch_group = [&](size_t g, NodeId at) {
     const SmallGroup& grp = kernels_.small_groups[g];
     flush_pending();
@@ -1381,17 +1395,8 @@ void CudaExecutor::run(bool wait) {
         live[f.router] = take(DType::F32, concrete(graph_.node(f.router).shape));
         fold_args_ = {r.weights, r.weights + static_cast<DevicePtr>(f.experts * f.attention_width * 4), live[f.router]->ptr};
         if (f.group_in_last_block) {
-          // Its routing group runs in the launch's last block: the group's outputs, its other
-          // leaves and a counter follow.
-          const SmallGroup& grp = kernels_.small_groups[*router_fold];
-          for (NodeId m : grp.nodes) {
-            live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
-            fold_args_.push_back(live[m]->ptr);
-          }
-          for (NodeId l : grp.leaves)
-            if (l != f.router) fold_args_.push_back(ptr_of(l));
-          fold_args_.push_back(zeroed_counters(id, 1));
-          small_group_runs_[*router_fold].in_producer = true;
+          // Its routing group runs in the launch's last block (its arguments after the logits').
+          group_in_last_block(*router_fold, f.router, id);
           ++routing_groups_in_o_;
         }
         run_form(r.form, out.ptr, in, capture);
@@ -1400,19 +1405,10 @@ void CudaExecutor::run(bool wait) {
         ++routers_through_o_;
       } else if (normed) {  // defers_norm saw to it that this is the GEMV
         if (const std::optional<size_t> t = group_in_producer(id)) {
-          // The group reading it runs in its last block: the group's outputs, its other leaves
-          // and a counter go before the dims.
-          const SmallGroup& grp = kernels_.small_groups[*t];
-          for (NodeId m : grp.nodes) {
-            live[m] = take(graph_.node(m).dtype, concrete(graph_.node(m).shape));
-            fold_args_.push_back(live[m]->ptr);
-          }
-          for (NodeId l : grp.leaves)
-            if (l != id) fold_args_.push_back(ptr_of(l));
-          fold_args_.push_back(zeroed_counters(id, 1));
+          // The group reading it runs in its last block.
+          group_in_last_block(*t, id, id);
           run_form(tail_forms_.at(id), out.ptr, in, capture);
           fold_args_.clear();
-          small_group_runs_[*t].in_producer = true;
           ++small_groups_in_producers_;
         } else {
           run_form(normed_forms_.at(id), out.ptr, in, capture);
@@ -1793,13 +1789,14 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   const Choice key{k.launches.back().function, eval(k.launches.back().work)};
   if (capturing) capture_choices_.insert(key);
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
+  // Each schedule's name (its function and grid cap), as the cache and the refinement name them.
+  std::vector<std::string>& names = variant_functions_[key];
+  if (names.empty())
+    for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(schedule_name(variant_launch(k, v)));
   if (const ScheduleCache::Entry* e = schedules_.find(key.first, key.second))  // chosen by an earlier process here
     for (size_t v = 0; v <= k.alternatives.size(); ++v) {
-      const Launch& l = variant_launch(k, v);
-      if (schedule_name(l) != e->variant || !offered(l)) continue;
+      if (names[v] != e->variant || !offered(variant_launch(k, v))) continue;
       chosen_[key] = v;
-      std::vector<std::string>& names = variant_functions_[key];
-      for (size_t u = 0; u <= k.alternatives.size(); ++u) names.push_back(schedule_name(variant_launch(k, u)));
       if (e->refined) refined_.insert(key);
       ++schedules_from_cache_;
       return v;
@@ -1813,8 +1810,6 @@ size_t CudaExecutor::variant(const NodeKernels& k, void* first, const std::vecto
   size_t best = 0;
   double best_ms = 0;
   std::vector<std::pair<double, size_t>>& timed = timings_[key];
-  std::vector<std::string>& names = variant_functions_[key];
-  for (size_t v = 0; v <= k.alternatives.size(); ++v) names.push_back(schedule_name(variant_launch(k, v)));
   const bool log = tune_log();
   std::string line = "luminal cuda: " + key.first + " (work " + std::to_string(key.second) + "):";
   // A weight that fits in L2 (50 MB on the H200) would stay there from one timed launch to the

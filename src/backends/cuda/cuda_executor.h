@@ -491,7 +491,7 @@ class CudaExecutor {
   // choice's variants by their tuning time, fastest first; the choices a capture follows; those
   // refined already; whether replaying a run repeats it (refine_safe, decided once).
   std::map<Choice, std::vector<std::pair<double, size_t>>> timings_;
-  std::map<Choice, std::vector<std::string>> variant_functions_;  // by variant, of the choices timed here
+  std::map<Choice, std::vector<std::string>> variant_functions_;  // schedule names by variant, of the choices met here
   ScheduleCache schedules_;  // CudaOptions::schedule_cache
   int64_t schedules_timed_ = 0, schedules_from_cache_ = 0;
   std::set<Choice> capture_choices_, refined_;

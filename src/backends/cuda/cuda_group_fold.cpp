@@ -32,12 +32,43 @@ std::optional<std::pair<std::string, std::string>> renamed_twin(const std::strin
   return std::make_pair(name, *text);
 }
 
-std::optional<LastBlockGroup> last_block_group(const SmallGroup& grp, size_t leaf, const std::string& leaf_as, const std::vector<std::string>& graph_dims,
-                                               const std::string& comment, const std::string& before_body) {
-  std::string body = std::regex_replace(grp.body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), leaf_as);
+namespace {
+
+// The group's body with `leaf`'s name (lm_l<leaf>) as `leaf_as` where given, then its outputs,
+// leaves and shared arrays renamed lm_go<j>, lm_gl<l> and lm_gs<j>, where they could meet the
+// names of the function it goes into (a GEMV's lm_s0 is a listed scale).
+std::string renamed_group_body(const SmallGroup& grp, std::optional<size_t> leaf, const std::string& leaf_as) {
+  std::string body = grp.body;
+  if (leaf) body = std::regex_replace(body, std::regex("\\blm_l" + std::to_string(*leaf) + "\\b"), leaf_as);
   body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
   body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
-  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
+  return std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
+}
+
+// The declarations of the group's shared arrays (lm_gs<j>).
+std::string group_arrays(const SmallGroup& grp) {
+  std::string code;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
+  return code;
+}
+
+// The declarations of the dims the group reads, from the function's lm_dims; nullopt where one
+// is not the graph's.
+std::optional<std::string> group_dims(const SmallGroup& grp, const std::vector<std::string>& graph_dims) {
+  std::string code;
+  for (const std::string& d : grp.dims) {
+    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
+    if (it == graph_dims.end()) return std::nullopt;
+    code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
+  }
+  return code;
+}
+
+}  // namespace
+
+std::optional<LastBlockGroup> last_block_group(const SmallGroup& grp, size_t leaf, const std::string& leaf_as, const std::vector<std::string>& graph_dims,
+                                               const std::string& comment, const std::string& before_body) {
+  std::string body = renamed_group_body(grp, leaf, leaf_as);
   // One block runs it: it stores every member (a one-block group's body has no other use of its place).
   body = std::regex_replace(body, std::regex(R"(if \(blockIdx\.x == 0\) )"), "");
   if (body.find("blockIdx") != std::string::npos || body.find("gridDim") != std::string::npos || body.find("lm_grid_wait") != std::string::npos)
@@ -49,14 +80,10 @@ std::optional<LastBlockGroup> last_block_group(const SmallGroup& grp, size_t lea
   g.params += "char* __restrict__ lm_gcnt, ";
   // (LUMINAL_CUDA_SMALL_GROUP_RELEASE=0 counts with fences, as the groups' own counts do.)
   static const bool release = gen::env_switch_on("LUMINAL_CUDA_SMALL_GROUP_RELEASE");
-  g.code = "  {  // " + comment + "\n  __shared__ int lm_last;\n" + gen::last_block_count("(unsigned*)lm_gcnt", "gridDim.x - 1", release);
-  for (size_t j = 0; j < grp.nodes.size(); ++j) g.code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
-  for (const std::string& d : grp.dims) {
-    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
-    if (it == graph_dims.end()) return std::nullopt;
-    g.code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
-  }
-  g.code += "  {\n" + before_body + body + "  }\n  }\n";
+  const std::optional<std::string> dims = group_dims(grp, graph_dims);
+  if (!dims) return std::nullopt;
+  g.code = "  {  // " + comment + "\n  __shared__ int lm_last;\n" + gen::last_block_count("(unsigned*)lm_gcnt", "gridDim.x - 1", release) +
+           group_arrays(grp) + *dims + "  {\n" + before_body + body + "  }\n  }\n";
   return g;
 }
 
@@ -77,29 +104,21 @@ std::optional<std::string> with_group(const std::string& text, const SmallGroup&
   std::string params;
   for (size_t j = 0; j < grp.nodes.size(); ++j) params += "char* __restrict__ lm_go" + std::to_string(j) + ", ";
   for (size_t l = 0; l < grp.leaves.size(); ++l) params += "const char* __restrict__ lm_gl" + std::to_string(l) + ", ";
-  std::string body = grp.body, scaled;
+  std::optional<size_t> leaf;
+  std::string scaled;
   if (through_o) {
-    const size_t leaf = static_cast<size_t>(std::find(grp.leaves.begin(), grp.leaves.end(), through_o->router) - grp.leaves.begin());
-    if (leaf == grp.leaves.size()) return std::nullopt;
-    body = std::regex_replace(body, std::regex("\\blm_l" + std::to_string(leaf) + "\\b"), "lm_rsx");
-    scaled = router_scaled_logits_code(*through_o, "((const float*)lm_gl" + std::to_string(leaf) + ")", "lm_rh", false) +
+    leaf = static_cast<size_t>(std::find(grp.leaves.begin(), grp.leaves.end(), through_o->router) - grp.leaves.begin());
+    if (*leaf == grp.leaves.size()) return std::nullopt;
+    scaled = router_scaled_logits_code(*through_o, "((const float*)lm_gl" + std::to_string(*leaf) + ")", "lm_rh", false) +
              "  const char* const lm_rsx = (const char*)lm_rsl;\n";
     params += "const char* __restrict__ lm_rh, ";
   }
-  // The body's names, renamed where they could meet the GEMV's (its lm_s0 is a listed scale).
-  body = std::regex_replace(body, std::regex(R"(\blm_o(\d+)\b)"), "lm_go$1");
-  body = std::regex_replace(body, std::regex(R"(\blm_l(\d+)\b)"), "lm_gl$1");
-  body = std::regex_replace(body, std::regex(R"(\blm_s(\d+)\b)"), "lm_gs$1");
-  std::string code = "  // The small group of the scales, in every block (block 0 stores its members).\n";
-  for (size_t j = 0; j < grp.nodes.size(); ++j)
-    code += "  __shared__ float lm_gs" + std::to_string(j) + "[" + std::to_string(grp.capacity[j]) + "];\n";
-  code += "  {\n";
-  for (const std::string& d : grp.dims) {
-    const auto it = std::find(graph_dims.begin(), graph_dims.end(), d);
-    if (it == graph_dims.end()) return std::nullopt;
-    code += "  const long long " + d + " = lm_dims[" + std::to_string(it - graph_dims.begin()) + "];\n";
-  }
-  code += scaled + body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
+  const std::string body = renamed_group_body(grp, leaf, "lm_rsx");
+  const std::optional<std::string> dims = group_dims(grp, graph_dims);
+  if (!dims) return std::nullopt;
+  // (The arrays outside the group's scope: lm_in2 points into one after it.)
+  const std::string code = "  // The small group of the scales, in every block (block 0 stores its members).\n" + group_arrays(grp) + "  {\n" + *dims +
+                           scaled + body + "  }\n  lm_in2 = (const char*)lm_gs" + std::to_string(scale) + ";\n";
   std::string out = text;
   out.insert(w + std::string(kWait).size(), code);
   out.insert(p, params);

@@ -81,10 +81,7 @@ std::vector<int> grid_caps(const char* env, std::vector<int> defaults) {
 }
 
 bool gated_whole_units() {
-  static const bool on = [] {
-    const char* e = std::getenv("LUMINAL_CUDA_GATED_WHOLE_UNITS");
-    return e && std::string(e) == "1";
-  }();
+  static const bool on = env_switch_set("LUMINAL_CUDA_GATED_WHOLE_UNITS");
   return on;
 }
 

@@ -331,10 +331,7 @@ void fold_routers_through_o(const Graph& plan, std::vector<SmallGroup>& groups, 
     // The twin: the GEMV's last launch and its alternatives, each with the logits' blocks.
     const int64_t blocks = (f.experts + kRowsPerBlock - 1) / kRowsPerBlock;
     // LUMINAL_CUDA_ROUTER_EARLY_LOADS=1: the logits' weights loaded before the wait (to measure).
-    static const bool early = [] {
-      const char* e = std::getenv("LUMINAL_CUDA_ROUTER_EARLY_LOADS");
-      return e && std::string(e) == "1";
-    }();
+    static const bool early = gen::env_switch_set("LUMINAL_CUDA_ROUTER_EARLY_LOADS");
     // Every function is made before any is added: a fold that fails leaves none to compile.
     // With `tail`, each also runs the routing group in its last block (the group's own function
     // stays, for the runs that launch it); where any text does not take it, none does.
