@@ -63,6 +63,11 @@ TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
       ASSERT_NE(group, nullptr);
       EXPECT_NE(group->find("const char* __restrict__ lm_rh, const long long* __restrict__ lm_dims)"), std::string::npos);
       EXPECT_NE(group->find("lm_l0_scaled"), std::string::npos);
+      // h's loads in a loop of known trips for blocks of 256 threads (any other size: the loop
+      // of runtime bounds).
+      EXPECT_NE(group->find("if (blockDim.x == 256) {"), std::string::npos);
+      // Each layer's group the same function (no node ids in its text).
+      EXPECT_EQ(f.group_function, k.small_groups.back().router_through_o->group_function);
       EXPECT_NE(k.functions.find(f.prep_function), nullptr);
     }
     EXPECT_EQ(folded, on ? fixture_config("qwen3-moe-tiny").layers - 1 : 0) << "fold " << on;

@@ -174,6 +174,28 @@ TEST(CudaCodegen, TheRoutingAfterTheRouterIsOneSmallGroup) {
   EXPECT_NO_THROW(nvrtc_compile(k.source(), "sm_90", ""));
 }
 
+// The group runs for one token (CudaExecutor::runs_small_group), so a member not shared out over
+// blocks has rows and a row length known when the code is written: its lanes' values in loops of
+// known trips, unrolled (GroupWriter::one_token_rows). A shared-out member keeps the loops of
+// runtime bounds. The members' labels carry no node id, so equal groups have one text.
+TEST(CudaCodegen, OneTokensRoutingGroupHasRowLoopsOfKnownBounds) {
+  for (bool top_ranks : {true, false}) {
+    const Graph plan = compiled(routing(128, 8));
+    const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.top_ranks_in_groups = top_ranks});
+    ASSERT_EQ(k.small_groups.size(), 1u) << plan.dump();
+    const std::string* text = k.functions.find(k.small_groups[0].launch.function);
+    ASSERT_NE(text, nullptr);
+    // The softmax (one row of 128) and the chosen probabilities' sum.
+    const std::string known = "const long long lm_rows = 1, lm_len = 128;  // one token\n    constexpr int lm_tpr = 32;\n";
+    size_t count = 0;
+    for (size_t at = text->find(known); at != std::string::npos; at = text->find(known, at + 1)) ++count;
+    EXPECT_EQ(count, 2u) << *text;
+    // Shared out, the ranks' 128 rows keep the runtime loop.
+    EXPECT_EQ(text->find("while (lm_tpr > 1") != std::string::npos, !top_ranks) << *text;
+    EXPECT_EQ(text->find("// %"), std::string::npos) << *text;
+  }
+}
+
 // A router reading an RMS norm folds it in as the normed GEMVs do: the group reads the norm's x
 // and gain, not the norm (whose GEMVs may leave it unmade). The decoder's shape: 2048 values, 128
 // experts.

@@ -100,6 +100,11 @@ bool env_switch_set(const char* name) {
   return e && std::string(e) == "1";
 }
 
+bool one_token_groups() {
+  static const bool on = env_switch_on("LUMINAL_CUDA_ONE_TOKEN_GROUPS");
+  return on;
+}
+
 std::string last_block_count(const std::string& counter, const std::string& last, bool release) {
   if (release)
     return "  __syncthreads();\n"

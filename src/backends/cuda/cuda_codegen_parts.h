@@ -164,6 +164,10 @@ std::string grid_barrier(const std::string& sync);
 bool env_switch_on(const char* name);
 // An opt-in switch: on only where the environment variable `name` is "1".
 bool env_switch_set(const char* name);
+// The small groups' one-token forms: row loops of known bounds, unrolled (GroupWriter), and
+// the router's scale reading h in a loop of known trips (router_scaled_logits_code). On;
+// LUMINAL_CUDA_ONE_TOKEN_GROUPS=0 for the loops of runtime bounds (to measure).
+bool one_token_groups();
 
 // The fast paths' kernel bodies (cuda_linear_codegen.cpp, cuda_attention_codegen.cpp); nullopt
 // where their conditions do not hold (the generic kernel then runs).

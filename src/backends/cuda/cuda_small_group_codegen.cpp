@@ -205,9 +205,10 @@ class GroupWriter {
   // Whether every block runs member j (then block 0 alone stores it): before the last split one.
   bool every_block(size_t j) const { return !is_split(j) && (split_.empty() || j < split_.back()); }
 
+  // (No node id: identical layers' groups then have one text, one function to compile.)
   std::string node_label(NodeId id) const {
     const Node& n = g_.node(id);
-    return "%" + std::to_string(id) + " " + (n.kernel.empty() ? std::string(op_name(n.op)) : n.kernel);
+    return n.kernel.empty() ? std::string(op_name(n.op)) : n.kernel;
   }
 
   // lm_ld<i>(flat index of the input's view): a member's value from shared memory, a leaf's from
@@ -285,6 +286,52 @@ class GroupWriter {
       << "      const long long lm_row = lm_r0 + threadIdx.x / lm_tpr;\n"
       << "      const bool lm_live = lm_row < lm_end;\n";
     return s.str();
+  }
+  // A member's rows for one token, known when it is not split: the executor runs a group only
+  // where every member's first dim is 1 (runs_small_group), so with `token` (that dim) bound to
+  // 1, `rows` and `len` are constants. Then `lm_tpr` is too (chosen for blocks of kBlockThreads,
+  // right for any block of whole warps), and a lane's values of a row are `trips` at most, in
+  // loops that unroll: their loads in flight together where the runtime bounds loaded one value
+  // a trip (the routing group's softmax took 1580 cycles against 790, its four members 2.6 us
+  // against 2.0; benchmarks/cuda/routing_group_bench.cu, H100).
+  struct OneTokenRows {
+    int64_t rows = 0, len = 0, tpr = 32, trips = 0;
+  };
+  static constexpr int64_t kMaxUnrolledTrips = 16;
+  std::optional<OneTokenRows> one_token_rows(size_t j, const Expr& token, const Expr& rows, const Expr& len) const {
+    if (is_split(j) || !gen::one_token_groups()) return std::nullopt;
+    DimMap dims;
+    if (token.kind() == ExprKind::Var) dims[token.name()] = 1;
+    else if (!token.is_const(1)) return std::nullopt;
+    OneTokenRows r;
+    try {
+      r.rows = rows.eval(dims);
+      r.len = len.eval(dims);
+    } catch (const Error&) {  // another dim: not known here
+      return std::nullopt;
+    }
+    if (r.rows < 1 || r.len < 1) return std::nullopt;
+    while (r.tpr > 1 && kBlockThreads / r.tpr < r.rows) r.tpr >>= 1;
+    r.trips = (r.len + r.tpr - 1) / r.tpr;
+    if (r.trips > kMaxUnrolledTrips) return std::nullopt;
+    return r;
+  }
+  static std::string one_token_opening(const OneTokenRows& r) {
+    std::ostringstream s;
+    s << "    const long long lm_rows = " << r.rows << ", lm_len = " << r.len << ";  // one token\n"
+      << "    constexpr int lm_tpr = " << r.tpr << ";\n"
+      << "    for (long long lm_r0 = 0; lm_r0 < lm_rows; lm_r0 += blockDim.x / lm_tpr) {\n"
+      << "      const long long lm_row = lm_r0 + threadIdx.x / lm_tpr;\n"
+      << "      const bool lm_live = lm_row < lm_rows;\n";
+    return s.str();
+  }
+  // A loop over a lane's values of its row (lm_i, lm_k), unrolled; `body` runs where lm_k is in
+  // the row (always, where the lanes cover it exactly).
+  static std::string one_token_values(const OneTokenRows& r, const std::string& indent, const std::string& body) {
+    const bool exact = r.len % r.tpr == 0;
+    return indent + "#pragma unroll\n" + indent + "for (int lm_i = 0; lm_i < " + std::to_string(r.trips) + "; ++lm_i) {\n" + indent +
+           "  const long long lm_k = threadIdx.x % lm_tpr + lm_i * lm_tpr;\n" + indent + "  " + (exact ? "" : "if (lm_k < lm_len) ") + "{\n" + body +
+           indent + "  }\n" + indent + "}\n";
   }
   static std::string lanes_combine(const std::string& var, const std::string& combine) {
     return "      for (int lm_x = lm_tpr >> 1; lm_x > 0; lm_x >>= 1) " + var + " = (" + combine + ")(" + var + ", __shfl_xor_sync(0xffffffffu, " +
@@ -451,6 +498,24 @@ class GroupWriter {
     }
     if (n.op == OpKind::Kernel && n.kernel == "Softmax") {
       const float log2e = 1.4426950408889634f;
+      if (const std::optional<OneTokenRows> r = one_token_rows(j, n.shape[0], product_of(n.shape, 0, n.shape.size() - 1), n.shape.back())) {
+        // A lane's values and their exponentials held in registers across the three passes.
+        const std::string T = std::to_string(r->trips), L2E = float_lit(log2e);
+        s << one_token_opening(*r) << "      float lm_sv[" << T << "] = {}, lm_ex[" << T << "] = {};\n"
+          << "      float lm_m = __int_as_float((int)0xff800000u);\n"
+          << "      if (lm_live) {\n"
+          << one_token_values(*r, "        ", "          lm_sv[lm_i] = (float)lm_ld0(lm_row * lm_len + lm_k);\n          lm_m = lm_fmax_nan(lm_m, lm_sv[lm_i]);\n")
+          << "      }\n"
+          << lanes_combine("lm_m", "lm_fmax_nan") << "      float lm_sum = 0.0f;\n"
+          << "      if (lm_live) {\n"
+          << one_token_values(*r, "        ", "          lm_ex[lm_i] = exp2f((lm_sv[lm_i] + lm_m * -1.0f) * " + L2E + ");\n          lm_sum += lm_ex[lm_i];\n")
+          << "      }\n"
+          << lanes_combine("lm_sum", "[](float a, float b) { return a + b; }") << "      const float lm_rcp = 1.0f / lm_sum;\n"
+          << "      if (lm_live) {\n"
+          << one_token_values(*r, "        ", "          " + put(j, "lm_row * lm_len + lm_k", "lm_ex[lm_i] * lm_rcp", DType::F32))
+          << "      }\n    }\n";
+        return s.str();
+      }
       const std::string x = "(float)lm_ld0(lm_row * lm_len + lm_k)", e = "exp2f((" + x + " + lm_m * -1.0f) * " + float_lit(log2e) + ")";
       s << row_loop_opening(j, product_of(n.shape, 0, n.shape.size() - 1), n.shape.back())
         << "      float lm_m = __int_as_float((int)0xff800000u);\n"
@@ -475,19 +540,25 @@ class GroupWriter {
     }
     const Acc acc = accumulator(sum, t);
     const std::vector<Expr>& in_shape = n.inputs[0].view.shape();
-    s << row_loop_opening(j, product_of(in_shape, 0, in_shape.size() - 1), in_shape.back()) << "      " << acc.type << " lm_acc = " << acc.init
-      << ";\n"
-      << "      if (lm_live)\n"
-      << "        for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) {\n"
-      << "          const long long lm_at = lm_row * lm_len + lm_k;\n";
+    const Expr rows = product_of(in_shape, 0, in_shape.size() - 1);
+    std::ostringstream step;  // one value into the accumulator
+    step << "          const long long lm_at = lm_row * lm_len + lm_k;\n";
     if (pro) {
-      s << inputs_at(pro->n_inputs, "lm_at", "          ");
-      if (!emit_program(s, *pro, [](int k) { return "x" + std::to_string(k); }, in_dt, "v", "          ")) return std::nullopt;
-      s << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(v" << pro->instrs.size() - 1 << "));\n";
+      step << inputs_at(pro->n_inputs, "lm_at", "          ");
+      if (!emit_program(step, *pro, [](int k) { return "x" + std::to_string(k); }, in_dt, "v", "          ")) return std::nullopt;
+      step << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(v" << pro->instrs.size() - 1 << "));\n";
     } else {
-      s << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(" << convert("lm_ld0(lm_at)", in_dt[0], t) << "));\n";
+      step << "          lm_acc = (" << acc.combine << ")(lm_acc, (" << acc.type << ")(" << convert("lm_ld0(lm_at)", in_dt[0], t) << "));\n";
     }
-    s << "        }\n" << lanes_combine("lm_acc", acc.combine) << "      if (lm_live && threadIdx.x % lm_tpr == 0) {\n"
+    if (const std::optional<OneTokenRows> r = one_token_rows(j, in_shape[0], rows, in_shape.back()))
+      s << one_token_opening(*r) << "      " << acc.type << " lm_acc = " << acc.init << ";\n"
+        << "      if (lm_live) {\n" << one_token_values(*r, "        ", step.str()) << "      }\n";
+    else
+      s << row_loop_opening(j, rows, in_shape.back()) << "      " << acc.type << " lm_acc = " << acc.init << ";\n"
+        << "      if (lm_live)\n"
+        << "        for (long long lm_k = threadIdx.x % lm_tpr; lm_k < lm_len; lm_k += lm_tpr) {\n"
+        << step.str() << "        }\n";
+    s << lanes_combine("lm_acc", acc.combine) << "      if (lm_live && threadIdx.x % lm_tpr == 0) {\n"
       << "        const " << value_type(t) << " lm_r = " << acc.result(t) << ";\n";
     if (epi) {
       const int pn = pro ? pro->n_inputs : 1;
