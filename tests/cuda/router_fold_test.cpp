@@ -79,6 +79,28 @@ TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
   }
 }
 
+// Every generated function of an MoE decoder that reads a dim loads it before its wait: a branch
+// on the dims there (gen::dims_before_wait) keeps ptxas from sinking the loads past
+// griddepcontrol.wait, where the gated experts' GEMVs took a trip to L2 after it.
+TEST(CudaCodegen, KernelsLoadTheirDimsBeforeTheirWait) {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
+  const PlanKernels k = generate_plan_kernels(compiled(g), CodegenOptions{.routers_through_o = true});
+  size_t with_dims = 0;
+  for (size_t i = 0; i < k.functions.texts.size(); ++i) {
+    const std::string& text = k.functions.texts[i];
+    const size_t wait = text.find("lm_grid_wait();"), dim = text.find(" = lm_dims[");
+    if (wait == std::string::npos || dim == std::string::npos || dim > wait) continue;
+    ++with_dims;
+    const size_t pin = text.find("< 0) __trap();  // the dims loaded before the wait");
+    EXPECT_LT(pin, wait) << k.functions.names[i];
+    EXPECT_LT(dim, pin) << k.functions.names[i];
+  }
+  EXPECT_GT(with_dims, 10u);
+}
+
 // A decode layer's o projection and MoE block (the routing as moe_block in group_fold_test.cpp):
 // h = x + attn · W_oᵀ, its norm, the router, the routing, the experts and the residual.
 Graph o_and_moe_block(int64_t E, int64_t K, int64_t I, int64_t H, int64_t A) {

@@ -127,7 +127,10 @@ class KernelWriter {
     if (softmax_) params << ", char* __restrict__ lm_smout";
     if (scatter_) params << ", char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx";
     params << ", const long long* __restrict__ lm_dims)";
-    std::string text = params.str() + " {\n" + preamble() + (release_at_start ? "  lm_grid_release();\n" : "") + before_wait + "  lm_grid_wait();\n" +
+    std::vector<std::string> dims(dims_.begin(), dims_.end());
+    dims.insert(dims.end(), extra_dims_.begin(), extra_dims_.end());
+    std::string text = params.str() + " {\n" + preamble() + (release_at_start ? "  lm_grid_release();\n" : "") + before_wait + gen::dims_before_wait(dims) +
+                       "  lm_grid_wait();\n" +
                        (softmax_ ? softmax_stats() : std::string()) + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.
     std::string kind;

@@ -100,6 +100,14 @@ bool env_switch_set(const char* name) {
   return e && std::string(e) == "1";
 }
 
+std::string dims_before_wait(const std::vector<std::string>& dims) {
+  static const bool on = env_switch_on("LUMINAL_CUDA_DIMS_BEFORE_WAIT");
+  if (!on || dims.empty()) return "";
+  std::string any;
+  for (const std::string& d : dims) any += (any.empty() ? "" : " | ") + d;
+  return "  if ((" + any + ") < 0) __trap();  // the dims loaded before the wait\n";
+}
+
 bool one_token_groups() {
   static const bool on = env_switch_on("LUMINAL_CUDA_ONE_TOKEN_GROUPS");
   return on;

@@ -164,6 +164,12 @@ std::string grid_barrier(const std::string& sync);
 bool env_switch_on(const char* name);
 // An opt-in switch: on only where the environment variable `name` is "1".
 bool env_switch_set(const char* name);
+// A branch on `dims` (declared from lm_dims) to go before a kernel's wait: ptxas otherwise sinks
+// their loads (read-only, ld.global.nc) past griddepcontrol.wait, a trip to L2 after it in every
+// kernel whose first work after the wait needs a dim (the gated experts' GEMVs). Dims are never
+// negative, so the branch is never taken. Empty for no dims; LUMINAL_CUDA_DIMS_BEFORE_WAIT=0:
+// none (to measure).
+std::string dims_before_wait(const std::vector<std::string>& dims);
 // The small groups' one-token forms: row loops of known bounds, unrolled (GroupWriter), and
 // the router's scale reading h in a loop of known trips (router_scaled_logits_code). On;
 // LUMINAL_CUDA_ONE_TOKEN_GROUPS=0 for the loops of runtime bounds (to measure).
@@ -211,8 +217,11 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
 // lm_bo and, with `scale`, lm_so, each declared before; `in` indents the lines.
 std::string batch_offsets(const ViewLayer* a, const ViewLayer* b, const ViewLayer* scale, const std::string& in);
 // Appends `idx` to `list` where lm_on holds, in order of idx across the block: a ballot per warp,
-// the warps' counts prefixed by thread 0 onto `count`; `bits` gets the ballots (a bit per idx
-// below `limit`). Every thread of the block runs it (barriers); it needs lm_wcnt[warps].
+// then every thread sums the warps' counts itself (its place after the warps before it, and the
+// new total into `count`, an int each thread holds alike: no thread-0 prefix and third barrier
+// on the gated experts' path after their wait). `bits` gets the ballots (a bit per idx below
+// `limit`). Every thread of the block runs it (barriers); it needs lm_wcnt[kBlockThreads / 32],
+// blocks of at most kBlockThreads.
 std::string append_listed(const std::string& in, const std::string& idx, const std::string& limit, const std::string& bits,
                           const std::string& list, const std::string& count);
 // An MoE's expert products summed over the experts in one GEMV (cuda_expert_sum_codegen.cpp),

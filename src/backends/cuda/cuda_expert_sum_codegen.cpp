@@ -36,9 +36,9 @@ std::optional<std::string> expert_sum_body(const ViewLayer* a, const ViewLayer* 
     << ";\n  if (lm_m <= 0 || lm_n <= 0) return;\n"
     << "  __shared__ int lm_act[" << kMaxListedExperts << "];\n"
     << "  __shared__ unsigned lm_on_bits[" << kMaxListedExperts / 32 << "];\n"
-    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n";
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n";
   if (T > 32) o << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][" << R * C << "];\n";
-  o << "  if (threadIdx.x == 0) lm_nact = 0;\n  __syncthreads();\n"
+  o << "  int lm_nact = 0;\n"
     << "  for (long long lm_c0 = 0; lm_c0 < lm_E; lm_c0 += blockDim.x) {\n"
     << "    const long long lm_cb = lm_c0 + threadIdx.x;\n    bool lm_on = false;\n"
     << "    if (lm_cb < lm_E)\n"

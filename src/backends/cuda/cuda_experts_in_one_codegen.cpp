@@ -47,7 +47,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
     << "  unsigned char* lm_stage = lm_dyn + " << x_bytes << ";  // the block's down rows of the first chosen experts\n"
     << "  __shared__ int lm_act[" << *E << "];\n"
     << "  __shared__ unsigned lm_on_bits[" << (*E + 31) / 32 << "];\n"
-    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n"
     << "  __shared__ float lm_gse[" << *E << "], lm_dse[" << *E << "];  // the scales, by expert\n"
     << "  __shared__ float lm_part[" << kBlockThreads / 32 << "][16];\n"
     << "  __shared__ __align__(8) unsigned long long lm_bar;\n"
@@ -68,7 +68,7 @@ std::optional<std::string> experts_in_one_body(const ExpertsInOne& x) {
       << c(norm->gain_offset) << " + lm_k]) : 0.0f;\n";
   s << "  }\n"
     // 2. The experts row 0 chooses (a nonzero gate/up or down scale), in order, and their scales.
-    << "  if (threadIdx.x == 0) lm_nact = 0;\n  __syncthreads();\n"
+    << "  int lm_nact = 0;\n"
     << "  for (long long lm_c0 = 0; lm_c0 < lm_E; lm_c0 += blockDim.x) {\n"
     << "    const long long lm_cb = lm_c0 + threadIdx.x;\n    bool lm_on = false;\n"
     << "    if (lm_cb < lm_E) {\n"

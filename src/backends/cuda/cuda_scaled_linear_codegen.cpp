@@ -14,12 +14,17 @@ std::string append_listed(const std::string& in, const std::string& idx, const s
     << in << "if ((threadIdx.x & 31) == 0) { lm_wcnt[threadIdx.x >> 5] = __popc(lm_bal); if (" << idx << " < " << limit << ") " << bits << "["
     << idx << " >> 5] = lm_bal; }\n"
     << in << "__syncthreads();\n"
-    << in << "if (threadIdx.x == 0) {\n"
-    << in << "  int lm_t = " << count << ";\n"
-    << in << "  for (int lm_x = 0; lm_x < (int)(blockDim.x >> 5); ++lm_x) { const int lm_n1 = lm_wcnt[lm_x]; lm_wcnt[lm_x] = lm_t; lm_t += lm_n1; }\n"
-    << in << "  " << count << " = lm_t;\n" << in << "}\n"
-    << in << "__syncthreads();\n"
-    << in << "if (lm_on) " << list << "[lm_wcnt[threadIdx.x >> 5] + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)" << idx << ";\n"
+    << in << "{\n"
+    << in << "  int lm_before = 0, lm_all = 0;  // the counts of the warps before this thread's, and of all\n"
+    << in << "  #pragma unroll\n"
+    << in << "  for (int lm_x = 0; lm_x < " << kBlockThreads / 32 << "; ++lm_x) {\n"
+    << in << "    const int lm_n1 = lm_x < (int)(blockDim.x >> 5) ? lm_wcnt[lm_x] : 0;\n"
+    << in << "    if (lm_x < (int)(threadIdx.x >> 5)) lm_before += lm_n1;\n"
+    << in << "    lm_all += lm_n1;\n"
+    << in << "  }\n"
+    << in << "  if (lm_on) " << list << "[" << count << " + lm_before + __popc(lm_bal & ((1u << (threadIdx.x & 31)) - 1u))] = (int)" << idx << ";\n"
+    << in << "  " << count << " += lm_all;\n"
+    << in << "}\n"
     << in << "__syncthreads();\n";
   return s.str();
 }
@@ -34,13 +39,12 @@ std::string scaled_batches_prologue(const ViewLayer* a, const ViewLayer* scale) 
   std::ostringstream s;
   s << "  __shared__ int lm_act[" << kMaxListedBatches << "];\n"
     << "  __shared__ unsigned lm_on_bits[" << kMaxListedBatches / 32 << "];\n"
-    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nact;\n"
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n"
     << (listed_scales() ? "  __shared__ float lm_scl[" + std::to_string(kMaxListedBatches) + "];\n" : std::string())
     << "  const long long lm_batches = lm_count / (lm_m * lm_n);\n"
     << "  const bool lm_compact = lm_batches <= " << kMaxListedBatches << " && lm_batches * lm_m <= " << kMaxListedBatchRows << ";\n"
     << "  if (lm_compact) {\n"
-    << "    if (threadIdx.x == 0) lm_nact = 0;\n"
-    << "    __syncthreads();\n"
+    << "    int lm_nact = 0;\n"
     << "    for (long long lm_c0 = 0; lm_c0 < lm_batches; lm_c0 += blockDim.x) {\n"
     << "      const long long lm_cb = lm_c0 + threadIdx.x;\n"
     << "      bool lm_on = false;\n"
@@ -85,7 +89,7 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
   s << "  if (!lm_compact && lm_m <= " << kMaxListedRows << ") {\n"
     << "    __shared__ int lm_rl[" << kMaxListedRows << "];\n"
     << "    __shared__ unsigned lm_rbits[" << kMaxListedRows / 32 << "];\n"
-    << "    __shared__ int lm_nr;\n"
+
     << "    const long long lm_chunks = (lm_tiles + lm_teams - 1) / lm_teams;\n"
     << "    for (long long lm_item = blockIdx.x; lm_item < lm_batches * lm_chunks; lm_item += gridDim.x) {\n"
     << "      const long long lm_b = lm_item / lm_chunks, lm_tile = (lm_item % lm_chunks) * lm_teams + threadIdx.x / " << T << ";\n"
@@ -95,9 +99,8 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
     << c(scale->offset) << ";\n"
     << batch_offsets(a, b, scale, "      ")
     // The listing, as the batches' above: a ballot per warp, counts prefixed by thread 0.
-    << "      __syncthreads();\n"
-    << "      if (threadIdx.x == 0) lm_nr = 0;\n"
-    << "      __syncthreads();\n"
+    << "      __syncthreads();  // every thread is done with the last listing\n"
+    << "      int lm_nr = 0;\n"
     << "      for (long long lm_c0 = 0; lm_c0 < lm_m; lm_c0 += blockDim.x) {\n"
     << "        const long long lm_cr = lm_c0 + threadIdx.x;\n"
     << "        const bool lm_on = lm_cr < lm_m && ((const float*)lm_in2)[lm_so + lm_cr * " << srs << "] != 0.0f;\n"

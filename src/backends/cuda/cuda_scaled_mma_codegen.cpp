@@ -72,7 +72,7 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     << "  uint16_t* const lm_sh = (uint16_t*)(lm_dyn + " << kStages * (kStageW + kStageX) << ");\n"
     << "  uint16_t* const lm_sl = lm_sh + " << kRows * kPitch << ";\n"
     << "  __shared__ int lm_rl[" << kWindow << "];\n  __shared__ unsigned lm_rbits[" << kWindow / 32 << "];\n"
-    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n  __shared__ int lm_nr;\n"
+    << "  __shared__ int lm_wcnt[" << kBlockThreads / 32 << "];\n"
     << "  const int lm_warp = threadIdx.x >> 5, lm_lane = threadIdx.x & 31, lm_gq = lm_lane >> 2, lm_tq = lm_lane & 3;\n"
     << "  const int lm_ww = lm_warp & 3, lm_wt = lm_warp >> 2;\n"
     << "  const long long lm_as = " << c(a->strides[r - 2]) << ", lm_bs = " << c(b->strides[r - 1]) << ", lm_srs = " << c(scale->strides[r - 2])
@@ -89,7 +89,7 @@ std::optional<std::string> scaled_mma_body(const ViewLayer* a, const ViewLayer* 
     // Rows in windows of kWindow: each lists the rows with a nonzero scale, in order.
     << "    for (long long lm_w0 = 0; lm_w0 < lm_m; lm_w0 += " << kWindow << ") {\n"
     << "      const long long lm_wl = lm_m - lm_w0 < " << kWindow << " ? lm_m - lm_w0 : " << kWindow << ";\n"
-    << "      __syncthreads();\n      if (threadIdx.x == 0) lm_nr = 0;\n      __syncthreads();\n"
+    << "      __syncthreads();  // every thread is done with the last listing\n      int lm_nr = 0;\n"
     << "      for (long long lm_c0 = 0; lm_c0 < lm_wl; lm_c0 += blockDim.x) {\n"
     << "        const long long lm_cr = lm_c0 + threadIdx.x;\n"
     << "        const bool lm_on = lm_cr < lm_wl && lm_S[(lm_w0 + lm_cr) * lm_srs] != 0.0f;\n"
