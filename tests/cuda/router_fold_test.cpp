@@ -79,26 +79,41 @@ TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
   }
 }
 
-// Every generated function of an MoE decoder that reads a dim loads it before its wait: a branch
-// on the dims there (gen::dims_before_wait) keeps ptxas from sinking the loads past
-// griddepcontrol.wait, where the gated experts' GEMVs took a trip to L2 after it.
-TEST(CudaCodegen, KernelsLoadTheirDimsBeforeTheirWait) {
+// An MoE decoder's expert sums load their dims before their wait: a branch on the dims there
+// (gen::dims_before_wait) keeps ptxas from sinking the loads past griddepcontrol.wait. The
+// GEMVs, slower with it, do not.
+TEST(CudaCodegen, ExpertSumsLoadTheirDimsBeforeTheirWait) {
   Graph g;
   DecoderGraphOptions o;
   o.context = 32;
   build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  const PlanKernels k = generate_plan_kernels(compiled(g), CodegenOptions{.routers_through_o = true});
-  size_t with_dims = 0;
-  for (size_t i = 0; i < k.functions.texts.size(); ++i) {
-    const std::string& text = k.functions.texts[i];
-    const size_t wait = text.find("lm_grid_wait();"), dim = text.find(" = lm_dims[");
-    if (wait == std::string::npos || dim == std::string::npos || dim > wait) continue;
-    ++with_dims;
-    const size_t pin = text.find("< 0) __trap();  // the dims loaded before the wait");
-    EXPECT_LT(pin, wait) << k.functions.names[i];
-    EXPECT_LT(dim, pin) << k.functions.names[i];
+  const Graph plan = compiled(g);
+  const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.routers_through_o = true});
+  const std::string pin = "< 0) __trap();  // the dims loaded before the wait";
+  size_t sums = 0, gemvs = 0;
+  for (NodeId id = 0; id < plan.size(); ++id) {
+    if (!k.per_node[id]) continue;
+    const NodeKernels& nk = *k.per_node[id];
+    for (const NodeKernels* form : std::initializer_list<const NodeKernels*>{nk.expert_sum.get(), nk.expert_sum_early.get(), nk.linear ? &nk : nullptr}) {
+      if (!form) continue;
+      const bool sum = form != &nk;
+      for (const Launch& l : form->launches) {
+        const std::string* text = k.functions.find(l.function);
+        ASSERT_NE(text, nullptr);
+        const size_t wait = text->find("lm_grid_wait();"), at = text->find(pin);
+        if (sum) {
+          ++sums;
+          EXPECT_LT(text->find(" = lm_dims["), at) << l.function;
+          EXPECT_LT(at, wait) << l.function;
+        } else {
+          ++gemvs;
+          EXPECT_EQ(at, std::string::npos) << l.function;
+        }
+      }
+    }
   }
-  EXPECT_GT(with_dims, 10u);
+  EXPECT_EQ(sums, 2u * fixture_config("qwen3-moe-tiny").layers);
+  EXPECT_GT(gemvs, 0u);
 }
 
 // A decode layer's o projection and MoE block (the routing as moe_block in group_fold_test.cpp):

@@ -165,10 +165,11 @@ bool env_switch_on(const char* name);
 // An opt-in switch: on only where the environment variable `name` is "1".
 bool env_switch_set(const char* name);
 // A branch on `dims` (declared from lm_dims) to go before a kernel's wait: ptxas otherwise sinks
-// their loads (read-only, ld.global.nc) past griddepcontrol.wait, a trip to L2 after it in every
-// kernel whose first work after the wait needs a dim (the gated experts' GEMVs). Dims are never
-// negative, so the branch is never taken. Empty for no dims; LUMINAL_CUDA_DIMS_BEFORE_WAIT=0:
-// none (to measure).
+// their loads (read-only, ld.global.nc) past griddepcontrol.wait, a trip to L2 after it. Dims
+// are never negative, so the branch is never taken. The expert sums take it (H100, 8-layer
+// Qwen3-30B-A3B shape: they added 73.4 us a step against 86.0); every kernel taking it made the
+// GEMVs slower (274 against 254, the o projection's 54 against 48), so the others do not.
+// Empty for no dims; LUMINAL_CUDA_DIMS_BEFORE_WAIT=0: none (to measure).
 std::string dims_before_wait(const std::vector<std::string>& dims);
 // The small groups' one-token forms: row loops of known bounds, unrolled (GroupWriter), and
 // the router's scale reading h in a loop of known trips (router_scaled_logits_code). On;

@@ -696,7 +696,7 @@ std::vector<SmallGroup> small_groups(const Graph& plan, const std::vector<std::s
       text << "  if (lm_pf && threadIdx.x < 32)\n"
            << "    for (unsigned long long lm_c = threadIdx.x * 65536ull; lm_c < lm_pfn; lm_c += 32ull * 65536ull)\n"
            << "      lm_prefetch_l2_bulk(lm_pf + lm_c, (unsigned)(lm_pfn - lm_c < 65536ull ? lm_pfn - lm_c : 65536ull));\n";
-    text << gen::dims_before_wait(std::vector<std::string>(dims.begin(), dims.end())) << "  lm_grid_wait();\n" << *body << "}\n";
+    text << "  lm_grid_wait();\n" << *body << "}\n";
     // With a linear member, one block an SM at least: ptxas otherwise holds registers down for
     // more blocks and issues a warp's weight loads a few at a time between the products (a
     // trip to memory each), where they should all be in flight at once.
