@@ -18,6 +18,9 @@
 // Each form's outputs must equal the generated form's bit for bit. Printed per form: the time a
 // launch takes in a chain of launches (no overlap, one graph) less an empty kernel's, and the
 // phase stamps (clock64 of thread 0, from the block's start) of one launch.
+// Session 53 on the H100 (us over an empty launch of 0.77): generated 2.63, warp 2.67,
+// registers 1.84, unrolled 2.04, counted 1.97, h-known 1.88, ballot 2.17; the same with ties.
+// See docs/cuda_backend.md ("The routing group's loops of known bounds").
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -107,7 +110,55 @@ __device__ void scaled_logits(const float* logits, const float* h, float* rsl) {
 
 constexpr float kLog2e = 0x1.715476p+0f;
 
-// `sync` between phases; `phase_threads` run the last (elementwise) phase.
+// The top-k ranks' K rounds in warp 0 (the generated code's): lane holds keys lane + 32 i; each
+// round takes the largest key left at its lowest index and gives it the round as its rank.
+// kBallot: the winner's lane found by a ballot where one lane holds the largest key.
+template <bool kBallot>
+__device__ __forceinline__ void rank_rounds(unsigned (&key)[4], int (&tr)[4], int lane) {
+  for (int r = 0; r < K; ++r) {
+    unsigned bk = 0u;
+    int be = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (key[i] > bk) { bk = key[i]; be = lane + 32 * i; }
+    const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
+    if (mk == 0u) break;
+    int me;
+    if (kBallot) {  // one lane holds the largest key (a tie needs the second reduction)
+      const unsigned b = __ballot_sync(0xffffffffu, bk == mk);
+      me = (b & (b - 1)) == 0 ? __shfl_sync(0xffffffffu, be, __ffs(b) - 1) : __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
+    } else {
+      me = __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (lane + 32 * i == me) { key[i] = 0u; tr[i] = r; }
+  }
+}
+
+// Warp 0: the probabilities in s0 ranked by rank_rounds, 1 into s1 (and o.chosen) where chosen.
+template <bool kBallot>
+__device__ void chosen_by_rounds(const float* s0, float* s1, const Out& o) {
+  const int lane = threadIdx.x;
+  unsigned key[4];
+  int tr[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float f = s0[lane + 32 * i];
+    key[i] = order_key(f);
+    tr[i] = f != f ? 0 : K;
+  }
+  rank_rounds<kBallot>(key, tr, lane);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float v = (float)(int)((float)tr[i] < (float)K);
+    s1[lane + 32 * i] = v;
+    o.chosen[lane + 32 * i] = v;
+  }
+}
+
+// The generated phases, through shared memory; kWarpOnly: warp 0 alone after the scale,
+// __syncwarp between phases.
 template <bool kWarpOnly>
 __global__ void __launch_bounds__(kThreads) group_phases(const float* logits, const float* h, Out o) {
   const long long t0 = clock64();
@@ -129,36 +180,7 @@ __global__ void __launch_bounds__(kThreads) group_phases(const float* logits, co
   }
   sync();
   stamp(o, 1, t0);
-  if (threadIdx.x < 32) {  // top-k ranks
-    const int lane = threadIdx.x;
-    unsigned key[4];
-    int tr[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float f = s0[lane + 32 * i];
-      key[i] = order_key(f);
-      tr[i] = f != f ? 0 : K;
-    }
-    for (int r = 0; r < K; ++r) {
-      unsigned bk = 0u;
-      int be = 0x7fffffff;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (key[i] > bk) { bk = key[i]; be = lane + 32 * i; }
-      const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
-      if (mk == 0u) break;
-      const int me = __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (lane + 32 * i == me) { key[i] = 0u; tr[i] = r; }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float v = (float)(int)((float)tr[i] < (float)K);
-      s1[lane + 32 * i] = v;
-      o.chosen[lane + 32 * i] = v;
-    }
-  }
+  if (threadIdx.x < 32) chosen_by_rounds<false>(s0, s1, o);  // top-k ranks
   sync();
   stamp(o, 2, t0);
   if (threadIdx.x < 32) {  // the chosen probabilities' sum
@@ -205,19 +227,7 @@ __global__ void __launch_bounds__(kThreads) group_registers(const float* logits,
   int tr[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) { key[i] = order_key(p[i]); tr[i] = p[i] != p[i] ? 0 : K; }
-  for (int r = 0; r < K; ++r) {
-    unsigned bk = 0u;
-    int be = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (key[i] > bk) { bk = key[i]; be = lane + 32 * i; }
-    const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
-    if (mk == 0u) break;
-    const int me = __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (lane + 32 * i == me) { key[i] = 0u; tr[i] = r; }
-  }
+  rank_rounds<false>(key, tr, lane);
   float c[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) { c[i] = (float)(int)((float)tr[i] < (float)K); o.chosen[lane + 32 * i] = c[i]; }
@@ -265,42 +275,7 @@ __global__ void __launch_bounds__(kThreads) group_unrolled(const float* logits, 
   __syncthreads();
   stamp(o, 1, t0);
   if (!kCounted) {
-    if (threadIdx.x < 32) {  // top-k ranks: rounds
-      const int lane = threadIdx.x;
-      unsigned key[4];
-      int tr[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float f = s0[lane + 32 * i];
-        key[i] = order_key(f);
-        tr[i] = f != f ? 0 : K;
-      }
-      for (int r = 0; r < K; ++r) {
-        unsigned bk = 0u;
-        int be = 0x7fffffff;
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (key[i] > bk) { bk = key[i]; be = lane + 32 * i; }
-        const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
-        if (mk == 0u) break;
-        int me;
-        if (kBallot) {  // one lane holds the largest key (a tie needs the second reduction)
-          const unsigned b = __ballot_sync(0xffffffffu, bk == mk);
-          me = (b & (b - 1)) == 0 ? __shfl_sync(0xffffffffu, be, __ffs(b) - 1) : __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
-        } else {
-          me = __reduce_min_sync(0xffffffffu, bk == mk ? be : 0x7fffffff);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (lane + 32 * i == me) { key[i] = 0u; tr[i] = r; }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float v = (float)(int)((float)tr[i] < (float)K);
-        s1[lane + 32 * i] = v;
-        o.chosen[lane + 32 * i] = v;
-      }
-    }
+    if (threadIdx.x < 32) chosen_by_rounds<kBallot>(s0, s1, o);  // top-k ranks: rounds
   } else {
     // Counted: the values before each in top-k order, every thread half a row of comparisons.
     if (threadIdx.x < E) keys[threadIdx.x] = order_key(s0[threadIdx.x]);

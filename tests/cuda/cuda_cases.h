@@ -46,6 +46,15 @@ inline ModelConfig fixture_config(const std::string& name) {
   return ModelConfig::from_json_text(s.str(), name);
 }
 
+// The compiled plan (compiled, per layer) of the qwen3-moe-tiny fixture's decoder, a 32-token cache.
+inline Graph moe_tiny_decoder_plan() {
+  Graph g;
+  DecoderGraphOptions o;
+  o.context = 32;
+  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
+  return compiled(g);
+}
+
 // A fixture decoder's compiled plan with bf16 weights and a 32-token cache.
 inline Graph bf16_decoder_plan(const ModelConfig& config) {
   Graph g;

@@ -24,14 +24,7 @@ using testing::compiled;
 
 using testing::fixture_config;
 
-// The compiled plan of the qwen3-moe-tiny fixture's decoder (a 32-token cache).
-Graph moe_tiny_decoder_plan() {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  return compiled(g);
-}
+using testing::moe_tiny_decoder_plan;
 
 // Each layer of an MoE decoder: its routing group (one block: top-k ranks) folds into its gate/up
 // experts, whose gated forms (plain and normed) get twins that take the group's outputs and

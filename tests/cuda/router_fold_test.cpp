@@ -20,16 +20,14 @@ namespace {
 using testing::compiled;
 using testing::fixture_config;
 
+using testing::moe_tiny_decoder_plan;
+
 // Every layer of an MoE decoder but the first (whose sum reads the embedding's bf16 rows, a
 // Fused cast and add, not an Add) folds its router into its o projection: the o projection's
 // schedules get twins with the logits' blocks ahead of the GEMV's, the group a function that
 // takes h and scales the logits it reads, and M and A a function that makes them. Off, none.
 TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  const Graph plan = compiled(g);
+  const Graph plan = moe_tiny_decoder_plan();
   for (bool on : {true, false}) {
     const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.routers_through_o = on});
     int folded = 0;
@@ -83,11 +81,7 @@ TEST(CudaCodegen, RoutersFoldIntoTheirOProjections) {
 // (gen::dims_before_wait) keeps ptxas from sinking the loads past griddepcontrol.wait. The
 // GEMVs, slower with it, do not.
 TEST(CudaCodegen, ExpertSumsLoadTheirDimsBeforeTheirWait) {
-  Graph g;
-  DecoderGraphOptions o;
-  o.context = 32;
-  build_decoder(g, fixture_config("qwen3-moe-tiny"), o);
-  const Graph plan = compiled(g);
+  const Graph plan = moe_tiny_decoder_plan();
   const PlanKernels k = generate_plan_kernels(plan, CodegenOptions{.routers_through_o = true});
   const std::string pin = "< 0) __trap();  // the dims loaded before the wait";
   size_t sums = 0, gemvs = 0;
