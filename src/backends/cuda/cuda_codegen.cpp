@@ -128,10 +128,13 @@ class KernelWriter {
     if (softmax_) params << ", char* __restrict__ lm_smout";
     if (scatter_) params << ", char* __restrict__ lm_sdst, const char* __restrict__ lm_sidx";
     params << ", const long long* __restrict__ lm_dims)";
-    std::vector<std::string> dims(dims_.begin(), dims_.end());
-    dims.insert(dims.end(), extra_dims_.begin(), extra_dims_.end());
-    std::string text = params.str() + " {\n" + preamble() + (release_at_start ? "  lm_grid_release();\n" : "") + before_wait +
-                       (dims_first ? gen::dims_before_wait(dims) : std::string()) +
+    std::string pin;
+    if (dims_first) {
+      std::vector<std::string> dims(dims_.begin(), dims_.end());
+      dims.insert(dims.end(), extra_dims_.begin(), extra_dims_.end());
+      pin = gen::dims_before_wait(dims);
+    }
+    std::string text = params.str() + " {\n" + preamble() + (release_at_start ? "  lm_grid_release();\n" : "") + before_wait + pin +
                        "  lm_grid_wait();\n" +
                        (softmax_ ? softmax_stats() : std::string()) + body + "}\n";
     // The node's kind in the name, so profilers' kernel lists say what each function is.

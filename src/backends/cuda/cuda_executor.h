@@ -198,7 +198,8 @@ struct CudaOptions {
   // router fold through o off (H100: 0.737 ms against 0.690); now the routed twins scale the
   // logits from h themselves where the router ran in o (RouterThroughO::routed_takes_h), with
   // grids of one block an SM each block runs the group once, and the group's launch and its
-  // wait are gone. Not yet measured on a GPU. Also LUMINAL_CUDA_FOLD_GROUPS=1.
+  // wait are gone. Still slower (session 53, H200, full shape: TPOT 2.595-2.596 ms against
+  // 2.552-2.558; the expert sum loses its early form). Also LUMINAL_CUDA_FOLD_GROUPS=1.
   bool fold_groups = false;
   // A one-block group whose only computed leaf is a router's normed GEMV runs in that GEMV's
   // last block (fold_groups_into_producers, NodeKernels::group_tail): a decode's routing then

@@ -177,6 +177,10 @@ std::string router_scaled_logits_code(const RouterThroughO& f, const std::string
   auto load = [&](const std::string& base, const std::string& at) { return through_l2 ? "__ldcg(" + base + " + " + at + ")" : base + "[" + at + "]"; };
   const int64_t trips = (N / 4 + kBlockThreads - 1) / kBlockThreads;
   const bool exact = (N / 4) % kBlockThreads == 0;
+  auto squares = [](const std::string& in) {  // lm_x's squares into lm_q
+    return in + "lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n" + in +
+           "lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n";
+  };
   std::ostringstream s;
   // The logits are loaded first, so that their trip to L2 overlaps h's (a load does not move
   // past the sum's barriers).
@@ -187,27 +191,25 @@ std::string router_scaled_logits_code(const RouterThroughO& f, const std::string
     << "      const int lm_e = threadIdx.x + lm_i * blockDim.x;\n"
     << "      lm_raw[lm_i] = lm_e < " << E << " ? " << load(logits, "lm_e") << " : 0.0f;\n    }\n"
     << "    const float4* lm_hh = (const float4*)" << h << ";\n"
-    << "    float lm_q = 0.0f;\n"
-    // In blocks of kBlockThreads, a thread's loads of h in a loop of known trips, all in flight
-    // (the loop of runtime bounds issued them a trip at a time: the routing group's scale took
-    // 1570 cycles against 1270; benchmarks/cuda/routing_group_bench.cu, H100); the same sums.
-    << "    if (" << (gen::one_token_groups() ? "blockDim.x == " + std::to_string(kBlockThreads) : std::string("false")) << ") {\n"
-    << "      float4 lm_hx[" << trips << "];\n"
-    << "      #pragma unroll\n      for (int lm_i = 0; lm_i < " << trips << "; ++lm_i) {\n"
-    << "        const int lm_p = threadIdx.x + lm_i * " << kBlockThreads << ";\n"
-    << "        lm_hx[lm_i] = " << (exact ? "" : "lm_p >= " + std::to_string(N / 4) + " ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ") << load("lm_hh", "lm_p") << ";\n      }\n"
-    << "      #pragma unroll\n      for (int lm_i = 0; lm_i < " << trips << "; ++lm_i) {\n"
-    << (exact ? "" : "        if (threadIdx.x + lm_i * " + std::to_string(kBlockThreads) + " >= " + std::to_string(N / 4) + ") break;\n")
-    << "        const float4 lm_x = lm_hx[lm_i];\n"
-    << "        lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
-    << "        lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n      }\n"
-    << "    } else {\n"
-    << "    #pragma unroll 4\n"
+    << "    float lm_q = 0.0f;\n";
+  // In blocks of kBlockThreads, a thread's loads of h in a loop of known trips, all in flight
+  // (the loop of runtime bounds issued them a trip at a time: the routing group's scale took
+  // 1570 cycles against 1270; benchmarks/cuda/routing_group_bench.cu, H100); the same sums.
+  if (gen::one_token_groups())
+    s << "    if (blockDim.x == " << kBlockThreads << ") {\n"
+      << "      float4 lm_hx[" << trips << "];\n"
+      << "      #pragma unroll\n      for (int lm_i = 0; lm_i < " << trips << "; ++lm_i) {\n"
+      << "        const int lm_p = threadIdx.x + lm_i * " << kBlockThreads << ";\n"
+      << "        lm_hx[lm_i] = " << (exact ? "" : "lm_p >= " + std::to_string(N / 4) + " ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ") << load("lm_hh", "lm_p")
+      << ";\n      }\n"
+      << "      #pragma unroll\n      for (int lm_i = 0; lm_i < " << trips << "; ++lm_i) {\n"
+      << (exact ? "" : "        if (threadIdx.x + lm_i * " + std::to_string(kBlockThreads) + " >= " + std::to_string(N / 4) + ") break;\n")
+      << "        const float4 lm_x = lm_hx[lm_i];\n" << squares("        ") << "      }\n"
+      << "    } else {\n";
+  s << "    #pragma unroll 4\n"
     << "    for (int lm_p = threadIdx.x; lm_p < " << N / 4 << "; lm_p += blockDim.x) {\n"
-    << "      const float4 lm_x = " << load("lm_hh", "lm_p") << ";\n"
-    << "      lm_q = __fmaf_rn(lm_x.x, lm_x.x, lm_q); lm_q = __fmaf_rn(lm_x.y, lm_x.y, lm_q);\n"
-    << "      lm_q = __fmaf_rn(lm_x.z, lm_x.z, lm_q); lm_q = __fmaf_rn(lm_x.w, lm_x.w, lm_q);\n    }\n"
-    << "    }\n"
+    << "      const float4 lm_x = " << load("lm_hh", "lm_p") << ";\n" << squares("      ") << "    }\n"
+    << (gen::one_token_groups() ? "    }\n" : "")
     << "    lm_q = lm_block_reduce(lm_q, [](float a, float b) { return a + b; });\n"
     << "    const float lm_sc = 1.0f / sqrtf(lm_q * (1.0f / (float)" << N << ") + " << gen::float_lit(f.eps) << ");\n"
     << "    #pragma unroll\n    for (int lm_i = 0; lm_i < " << per << "; ++lm_i) {\n"

@@ -89,7 +89,6 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
   s << "  if (!lm_compact && lm_m <= " << kMaxListedRows << ") {\n"
     << "    __shared__ int lm_rl[" << kMaxListedRows << "];\n"
     << "    __shared__ unsigned lm_rbits[" << kMaxListedRows / 32 << "];\n"
-
     << "    const long long lm_chunks = (lm_tiles + lm_teams - 1) / lm_teams;\n"
     << "    for (long long lm_item = blockIdx.x; lm_item < lm_batches * lm_chunks; lm_item += gridDim.x) {\n"
     << "      const long long lm_b = lm_item / lm_chunks, lm_tile = (lm_item % lm_chunks) * lm_teams + threadIdx.x / " << T << ";\n"
@@ -98,7 +97,7 @@ std::string scaled_rows_path(const ViewLayer* a, const ViewLayer* b, const ViewL
     << "      long long lm_ao = " << c(a->offset) << ", lm_bo = " << c(b->offset) << " + lm_j0 * " << c(b->strides[r - 1]) << ", lm_so = "
     << c(scale->offset) << ";\n"
     << batch_offsets(a, b, scale, "      ")
-    // The listing, as the batches' above: a ballot per warp, counts prefixed by thread 0.
+    // The listing, as the batches' above (append_listed).
     << "      __syncthreads();  // every thread is done with the last listing\n"
     << "      int lm_nr = 0;\n"
     << "      for (long long lm_c0 = 0; lm_c0 < lm_m; lm_c0 += blockDim.x) {\n"
